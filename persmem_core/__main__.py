@@ -1,0 +1,5 @@
+"""`python -m persmem_core` is the `persmem` command."""
+
+from persmem_core.cli import main
+
+main()

@@ -1,0 +1,96 @@
+"""The core's own plugin, registered through the same entry point as any other.
+
+It contributes the [server] and [plugins] config sections, the
+`persmem_whoami` tool and the host-level doctor checks.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from persmem_core import __version__
+from persmem_core.context import CallContext
+from persmem_core.doctor import fail, pass_, warn
+from persmem_core.errors import ConfigError, UserError
+from persmem_core.hookspecs import hookimpl
+from persmem_core.netaddr import is_loopback, port_is_free
+from persmem_core.settings import PluginsConfig, ServerConfig
+
+
+@hookimpl
+def register_config(register):
+    register("server", ServerConfig)
+    register("plugins", PluginsConfig)
+
+
+def persmem_whoami(call: CallContext) -> dict:
+    """Tell which agent this connection is authenticated as, over which transport, and which plugins
+    and tools the server offers. Call it first when unsure whose memory or inbox you are using."""
+    host = call.host
+    return {
+        "agent": call.agent,
+        "transport": call.transport,
+        "server": "persmem",
+        "version": __version__,
+        "plugins": [{"name": p.name, "version": p.version} for p in host.loaded_plugins()],
+    }
+
+
+@hookimpl
+def register_tools(register):
+    register(persmem_whoami)
+
+
+@hookimpl
+def doctor(host):
+    checks = []
+    try:
+        server = host.config.server
+        source = str(host.config_path) if host.config_path.exists() else "no config file: embedded defaults"
+        checks.append(pass_("config valid", source))
+    except ConfigError as exc:
+        return [fail("config valid", str(exc))]
+    for message in host.warnings:
+        checks.append(warn("config", message))
+    for info in host.plugins:
+        if info.error:
+            checks.append(warn(f"plugin {info.name}", f"not loaded: {info.error}"))
+    checks.append(_check_home_writable(host))
+    checks.append(_check_port(server.host, server.port))
+    checks.append(_check_auth(host, server))
+    return checks
+
+
+def _check_home_writable(host):
+    try:
+        host.home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=host.home, prefix=".doctor-") as f:
+            f.write(b"ok")
+            f.flush()
+            os.fsync(f.fileno())
+        return pass_("data dir writable", str(host.home))
+    except OSError as exc:
+        return fail("data dir writable", f"{host.home}: {exc}. Set PERSMEM_HOME to a folder this user can write.")
+
+
+def _check_port(bind_host: str, port: int):
+    where = f"{bind_host}:{port}"
+    if port_is_free(bind_host, port):
+        return pass_("port free", where)
+    return warn("port free", f"{where} is in use (is persmem already running?); set [server] port or --port.")
+
+
+def _check_auth(host, server):
+    try:
+        with_credentials = host.agents.has_credentials()
+    except UserError as exc:
+        return fail("agents", str(exc))
+    names = host.agents.names()
+    if with_credentials:
+        return pass_("agents", f"{len(names)} agent(s) with credentials: {', '.join(names)}")
+    if not is_loopback(server.host):
+        return fail("agents", f"[server] host = {server.host!r} is not loopback and no agent has credentials; "
+                    "run `persmem agent add NAME` first.")
+    return warn("agents", "no agent has credentials: HTTP is open on loopback only, as agent "
+                f"{server.default_agent!r}. Run `persmem agent add NAME` to require tokens.")

@@ -1,0 +1,1 @@
+"""Built-in `persmem` subcommands, one module each."""

@@ -1,0 +1,31 @@
+"""`persmem serve`: run the MCP server."""
+
+from __future__ import annotations
+
+import click
+
+from persmem_core.agents import check_name
+
+
+@click.command()
+@click.option("--transport", type=click.Choice(["http", "stdio"]), help="Default: [server] transport (http).")
+@click.option("--host", "bind_host", help="Address to bind (HTTP). Default: [server] host (127.0.0.1).")
+@click.option("--port", type=int, help="Port (HTTP). Default: [server] port (8765).")
+@click.option("--agent", envvar="PERSMEM_AGENT", help="Agent name for stdio (env PERSMEM_AGENT).")
+def serve(transport: str | None, bind_host: str | None, port: int | None, agent: str | None) -> None:
+    """Serve every plugin's tools over MCP (Streamable HTTP at /mcp, or stdio)."""
+    from persmem_core import server
+    from persmem_core.cli import get_host
+
+    host = get_host()
+    cfg = host.config.server
+    server.configure_logging(cfg.log_level)
+    for warning in host.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    for info in host.plugins:
+        if info.error:
+            click.echo(f"warning: plugin {info.name} not loaded: {info.error}", err=True)
+    if (transport or cfg.transport) == "stdio":
+        server.serve_stdio(host, agent=check_name(agent or cfg.default_agent))
+    else:
+        server.serve_http(host, bind_host=bind_host or cfg.host, port=cfg.port if port is None else port)

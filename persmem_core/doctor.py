@@ -1,0 +1,49 @@
+"""Health checks: the `Check` type plugins return, and the runner behind `persmem doctor`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from persmem_core.plugins import call_each
+
+if TYPE_CHECKING:
+    from persmem_core.host import Host
+
+Status = Literal["PASS", "WARN", "FAIL"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of `persmem doctor`: what was checked, how it went, and what to do about it."""
+
+    name: str
+    status: Status
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{self.status}  {self.name}" + (f": {self.detail}" if self.detail else "")
+
+
+def pass_(name: str, detail: str = "") -> Check:
+    return Check(name, "PASS", detail)
+
+
+def warn(name: str, detail: str = "") -> Check:
+    return Check(name, "WARN", detail)
+
+
+def fail(name: str, detail: str = "") -> Check:
+    return Check(name, "FAIL", detail)
+
+
+def run_doctor(host: Host) -> list[Check]:
+    """Every plugin's checks, in plugin order; a crashing check becomes a FAIL line, never a traceback."""
+    checks: list[Check] = []
+    for plugin, result, exc in call_each(host.pm, "doctor", host=host):
+        if exc is not None:
+            checks.append(fail(f"plugin {plugin} checks", f"the check itself crashed: {type(exc).__name__}: {exc}"))
+            continue
+        for item in result or []:
+            checks.append(item if isinstance(item, Check) else fail(f"plugin {plugin} checks", f"returned {item!r}"))
+    return checks

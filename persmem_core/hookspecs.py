@@ -1,0 +1,67 @@
+"""The whole contract between the persmem host and its plugins.
+
+A plugin is a module (or object) with functions named like the specs below,
+decorated with `@hookimpl`, and published under the entry-point group
+`persmem.plugins`. Every argument is optional to accept: an implementation
+lists only the arguments it uses. `register` callbacks let the host know
+which plugin contributed what, so conflicts are reported by name.
+See docs/plugins.md for a walkthrough.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+PROJECT = "persmem"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_config(register):
+    """Declare config sections: `register("amq", AmqConfig)`, a msgspec Struct with a default for every field."""
+
+
+@hookspec
+def add_hookspecs(add):
+    """Add hooks other plugins may answer: `add(module_with_hookspecs)`."""
+
+
+@hookspec
+def register_tools(register, host):
+    """Contribute MCP tools: `register(fn, name=None)`; schema from type hints, description from the docstring."""
+
+
+@hookspec
+def register_routes(register, host):
+    """Mount ASGI apps on the HTTP server: `register("/amq", app, auth="agent"|"none")`."""
+
+
+@hookspec
+def register_panels(register, host):
+    """Contribute dashboard panels (the dashboard plugin documents the `register` arguments)."""
+
+
+@hookspec
+def register_commands(cli):
+    """Add subcommands to the `persmem` click group, e.g. `persmem memory reindex`."""
+
+
+@hookspec
+def startup(host):
+    """Open stores and start background work before the server accepts requests."""
+
+
+@hookspec
+def shutdown(host):
+    """Flush and close what `startup` opened; called once, also after errors."""
+
+
+@hookspec
+def doctor(host):
+    """Return health checks for `persmem doctor`: a list of `persmem_core.doctor.Check`."""
+
+
+@hookspec
+def backup(host, dest):
+    """Write a consistent copy of this plugin's data under `dest` (a pathlib.Path, one folder per plugin)."""

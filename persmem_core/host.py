@@ -1,0 +1,222 @@
+"""The host: plugins, config, data folders and agents, without any server.
+
+Building a Host is cheap (no MCP, no web framework); the CLI builds one for
+every command. Serving is in `persmem_core.server`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from persmem_core import config as config_mod
+from persmem_core import paths
+from persmem_core.agents import AgentStore
+from persmem_core.errors import ConfigError, PluginConflictError, UserError
+from persmem_core.plugins import PerPlugin, PluginInfo, call_each, load_plugins, new_plugin_manager
+from persmem_core.settings import PluginsConfig
+
+TOOL_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+SECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+RESERVED_PREFIXES = ("/mcp", "/healthz")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    plugin: str
+    name: str
+    fn: Callable[..., Any]
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    plugin: str
+    prefix: str
+    app: Any
+    auth: str  # "agent": only authenticated agents; "none": the app checks for itself
+
+
+def _env_list(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+class Host:
+    """Loads plugins once; validates config on first use of `config`."""
+
+    def __init__(self, *, environ: dict[str, str] | None = None, config_file: Path | None = None):
+        self.environ = dict(os.environ if environ is None else environ)
+        self.config_path = Path(config_file) if config_file else paths.config_path(self.environ)
+        self.home = paths.home_dir(self.environ)
+        self.agents = AgentStore(self.home)
+        self.warnings: list[str] = []
+        self.startup_error: str | None = None
+        self._raw_error: ConfigError | None = None
+        try:
+            self._raw = config_mod.read_file(self.config_path)
+        except ConfigError as exc:
+            self._raw, self._raw_error = {}, exc
+        plugins_cfg = self._plugins_config()
+        self.pm = new_plugin_manager()
+        self.plugins: list[PluginInfo] = load_plugins(
+            self.pm,
+            disabled=set(plugins_cfg.disabled) | set(_env_list(self.environ.get("PERSMEM_DISABLE_PLUGINS"))),
+            modules=list(plugins_cfg.modules) + _env_list(self.environ.get("PERSMEM_PLUGIN_MODULES")),
+        )
+        self._add_plugin_hookspecs()
+        self.sections: dict[str, tuple[type, str]] = self._collect_sections()
+
+    # -- loading ------------------------------------------------------
+    def _plugins_config(self) -> PluginsConfig:
+        raw = self._raw.get("plugins", {})
+        try:
+            cfg, _ = config_mod.validate({"plugins": raw}, {"plugins": PluginsConfig}, source=str(self.config_path))
+            return cfg.plugins
+        except ConfigError as exc:
+            self._raw_error = self._raw_error or exc
+            return PluginsConfig()
+
+    def _plugin_failed(self, plugin: str, what: str, exc: BaseException) -> None:
+        for info in self.plugins:
+            if info.name == plugin and info.error is None:
+                info.error = f"{what}: {type(exc).__name__}: {exc}"
+        if self.pm.has_plugin(plugin):
+            self.pm.unregister(name=plugin)
+
+    def _add_plugin_hookspecs(self) -> None:
+        for plugin, _, exc in call_each(self.pm, "add_hookspecs", add=self.pm.add_hookspecs):
+            if exc is not None:
+                self._plugin_failed(plugin, "add_hookspecs failed", exc)
+
+    def _collect_sections(self) -> dict[str, tuple[type, str]]:
+        sections: dict[str, tuple[type, str]] = {}
+        for plugin, _, exc in call_each(self.pm, "register_config", register=_collector(sections, "section")):
+            if exc is not None and not isinstance(exc, PluginConflictError):
+                self._plugin_failed(plugin, "register_config failed", exc)
+            elif exc is not None:
+                raise exc
+        return sections
+
+    # -- config -------------------------------------------------------
+    @functools.cached_property
+    def _validated(self):
+        if self._raw_error is not None:
+            raise self._raw_error
+        merged, env_sources = config_mod.apply_env_overrides(self._raw, self.environ)
+        config, warnings = config_mod.validate(
+            merged,
+            {name: typ for name, (typ, _) in self.sections.items()},
+            source=str(self.config_path),
+            env_sources=env_sources,
+        )
+        self.warnings.extend(warnings)
+        return config
+
+    @property
+    def config(self):
+        """The validated config (raises ConfigError naming file and path)."""
+        return self._validated
+
+    def section(self, name: str):
+        return getattr(self.config, name)
+
+    def config_schema(self) -> dict[str, Any]:
+        return config_mod.json_schema({name: typ for name, (typ, _) in self.sections.items()})
+
+    # -- data ---------------------------------------------------------
+    def data_dir(self, name: str) -> Path:
+        """The folder plugin `name` owns inside the persmem home (created on demand)."""
+        if not SECTION_RE.match(name):
+            raise UserError(f"invalid data folder name {name!r}")
+        path = self.home / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def hook(self):
+        """Call hooks, including the ones plugins added (`host.hook.unread_counts(agent=...)`)."""
+        return self.pm.hook
+
+    def loaded_plugins(self) -> list[PluginInfo]:
+        return [p for p in self.plugins if p.loaded]
+
+    # -- contributions ------------------------------------------------
+    def collect_tools(self) -> list[ToolSpec]:
+        tools: dict[str, ToolSpec] = {}
+        for plugin, _, exc in call_each(self.pm, "register_tools", register=_collector(tools, "tool"), host=self):
+            if isinstance(exc, PluginConflictError):
+                raise exc
+            if exc is not None:
+                self._plugin_failed(plugin, "register_tools failed", exc)
+                tools = {name: spec for name, spec in tools.items() if spec.plugin != plugin}
+        return list(tools.values())
+
+    def collect_routes(self) -> list[RouteSpec]:
+        routes: dict[str, RouteSpec] = {}
+        for plugin, _, exc in call_each(self.pm, "register_routes", register=_collector(routes, "route"), host=self):
+            if isinstance(exc, PluginConflictError):
+                raise exc
+            if exc is not None:
+                self._plugin_failed(plugin, "register_routes failed", exc)
+                routes = {p: spec for p, spec in routes.items() if spec.plugin != plugin}
+        return list(routes.values())
+
+    def startup(self) -> None:
+        self.pm.hook.startup(host=self)
+
+    def shutdown(self) -> None:
+        for plugin, _, exc in call_each(self.pm, "shutdown", host=self):
+            if exc is not None:
+                self.warnings.append(f"plugin {plugin}: shutdown failed: {type(exc).__name__}: {exc}")
+
+
+def _collector(store: dict, kind: str) -> PerPlugin:
+    return PerPlugin(lambda plugin: _Collector(store, kind, plugin))
+
+
+class _Collector:
+    """The `register` callable handed to one plugin's hook, so the host knows who registered what."""
+
+    def __init__(self, store: dict, kind: str, plugin: str):
+        self.store, self.kind, self.plugin = store, kind, plugin
+
+    def __call__(self, *args, **kwargs):
+        return getattr(self, f"_{self.kind}")(self.plugin, *args, **kwargs)
+
+    def _conflict(self, what: str, first: str, second: str) -> PluginConflictError:
+        return PluginConflictError(
+            f"{what} is registered by both plugin {first!r} and plugin {second!r}. "
+            f"Disable one of them ([plugins] disabled = [\"{second}\"] or PERSMEM_DISABLE_PLUGINS={second})."
+        )
+
+    def _section(self, plugin: str, name: str, typ: type) -> None:
+        if not SECTION_RE.match(name or ""):
+            raise UserError(f"plugin {plugin!r}: invalid config section name {name!r}")
+        if name in self.store:
+            raise self._conflict(f"config section [{name}]", self.store[name][1], plugin)
+        self.store[name] = (typ, plugin)
+
+    def _tool(self, plugin: str, fn: Callable[..., Any], name: str | None = None, description: str | None = None):
+        name = name or fn.__name__
+        if not TOOL_NAME_RE.match(name):
+            raise UserError(f"plugin {plugin!r}: invalid tool name {name!r}")
+        if name in self.store:
+            raise self._conflict(f"tool {name!r}", self.store[name].plugin, plugin)
+        self.store[name] = ToolSpec(plugin=plugin, name=name, fn=fn, description=description)
+        return fn
+
+    def _route(self, plugin: str, prefix: str, app: Any, auth: str = "agent"):
+        if not prefix.startswith("/") or prefix == "/" or prefix.rstrip("/") in RESERVED_PREFIXES:
+            raise UserError(f"plugin {plugin!r}: route prefix {prefix!r} must start with '/' and not be /mcp or /healthz")
+        if auth not in ("agent", "none"):
+            raise UserError(f"plugin {plugin!r}: route auth must be 'agent' or 'none', not {auth!r}")
+        prefix = prefix.rstrip("/")
+        if prefix in self.store:
+            raise self._conflict(f"route {prefix!r}", self.store[prefix].plugin, plugin)
+        self.store[prefix] = RouteSpec(plugin=plugin, prefix=prefix, app=app, auth=auth)
+        return app

@@ -1,0 +1,126 @@
+"""Finding, loading and listing plugins.
+
+Plugins come from the entry-point group `persmem.plugins` (the core's own
+defaults are registered there too) and, for development, from plain module
+names in `[plugins] modules` / `PERSMEM_PLUGIN_MODULES`. A plugin that fails
+to import is recorded and skipped; it never takes the host down.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from persmem_core import hookspecs
+
+ENTRY_POINT_GROUP = "persmem.plugins"
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    version: str | None
+    source: str
+    hooks: list[str] = field(default_factory=list)
+    disabled: bool = False
+    error: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return not self.disabled and self.error is None
+
+
+def new_plugin_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _register(pm: pluggy.PluginManager, obj: Any, info: PluginInfo) -> None:
+    try:
+        pm.register(obj, name=info.name)
+    except Exception as exc:  # a bad hookimpl signature, a duplicate name
+        info.error = _describe(exc)
+        return
+    info.hooks = sorted(impl_name for impl_name in _hook_names(pm, obj))
+
+
+def _hook_names(pm: pluggy.PluginManager, obj: Any) -> Iterator[str]:
+    for caller in pm.get_hookcallers(obj) or []:
+        yield caller.name
+
+
+def load_plugins(
+    pm: pluggy.PluginManager, *, disabled: set[str], modules: list[str]
+) -> list[PluginInfo]:
+    """Register every plugin that is installed and not disabled; return one PluginInfo each."""
+    infos: list[PluginInfo] = []
+    seen: set[str] = set()
+    for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in seen:
+            continue
+        seen.add(ep.name)
+        version = ep.dist.version if ep.dist is not None else None
+        dist_name = ep.dist.metadata["Name"] if ep.dist is not None else "?"
+        info = PluginInfo(name=ep.name, version=version, source=f"{dist_name} (entry point {ep.value})")
+        infos.append(info)
+        if ep.name in disabled:
+            info.disabled = True
+            continue
+        try:
+            obj = ep.load()
+        except BaseException as exc:  # noqa: BLE001 - SyntaxError, SystemExit...: report, never crash
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            info.error = _describe(exc)
+            continue
+        _register(pm, obj, info)
+    for module_name in modules:
+        if module_name in seen:
+            continue
+        seen.add(module_name)
+        info = PluginInfo(name=module_name, version=None, source=f"module {module_name}")
+        infos.append(info)
+        if module_name in disabled:
+            info.disabled = True
+            continue
+        try:
+            obj = importlib.import_module(module_name)
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            info.error = _describe(exc)
+            continue
+        _register(pm, obj, info)
+    return infos
+
+
+class PerPlugin:
+    """A hook argument made anew for each plugin: `PerPlugin(lambda plugin_name: ...)`."""
+
+    def __init__(self, factory):
+        self.factory = factory
+
+
+def call_each(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> Iterator[tuple[str, Any, BaseException | None]]:
+    """Call one hook plugin by plugin, yielding (plugin name, result, error).
+
+    Unlike `pm.hook.X(...)`, this knows who answered, and one plugin's
+    exception does not hide the others' answers."""
+    caller = getattr(pm.hook, hook_name)
+    for impl in reversed(caller.get_hookimpls()):
+        args = [kwargs[name] for name in impl.argnames]
+        args = [a.factory(impl.plugin_name) if isinstance(a, PerPlugin) else a for a in args]
+        try:
+            yield impl.plugin_name, impl.function(*args), None
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, with the plugin's name
+            yield impl.plugin_name, None, exc

@@ -1,0 +1,59 @@
+"""Base class for config sections, and the core's own sections.
+
+Plugins subclass `ConfigSection` so that a typo in a field name is an error
+with a path (`$.amq.agnets`), not a silently ignored setting. Descriptions in
+`msgspec.Meta` end up in `persmem config schema`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+
+class ConfigSection(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A plugin's config section: every field needs a default."""
+
+
+AgentName = Annotated[
+    str,
+    Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$", description="lowercase letters, digits, _ and -; starts with a letter"),
+]
+
+
+class ServerConfig(ConfigSection):
+    """[server]: how `persmem serve` listens and whom it lets in."""
+
+    host: Annotated[str, Meta(description="Address to bind. Non-loopback needs an agent with credentials.")] = (
+        "127.0.0.1"
+    )
+    port: Annotated[int, Meta(ge=0, le=65535, description="TCP port; the MCP endpoint is /mcp.")] = 8765
+    transport: Annotated[Literal["http", "stdio"], Meta(description="Default for `persmem serve`.")] = "http"
+    public_url: Annotated[
+        str, Meta(description="URL clients use behind a reverse proxy, e.g. https://mcp.example.com; its host is allowed.")
+    ] = ""
+    allowed_hosts: Annotated[
+        list[str], Meta(description="Extra Host header values to accept (DNS-rebinding protection).")
+    ] = []
+    allowed_origins: Annotated[
+        list[str], Meta(description="Extra Origin header values to accept, e.g. https://claude.ai.")
+    ] = []
+    max_body_bytes: Annotated[int, Meta(ge=1024, description="Larger request bodies get 413 before parsing.")] = (
+        4 * 1024 * 1024
+    )
+    default_agent: Annotated[
+        AgentName,
+        Meta(description="Agent for stdio without --agent, and for HTTP on loopback while no agent has credentials."),
+    ] = "local"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class PluginsConfig(ConfigSection):
+    """[plugins]: which plugins load."""
+
+    disabled: Annotated[list[str], Meta(description="Plugin names not to load. Also PERSMEM_DISABLE_PLUGINS=a,b.")] = []
+    modules: Annotated[
+        list[str], Meta(description="Extra modules to load as plugins (development). Also PERSMEM_PLUGIN_MODULES=a,b.")
+    ] = []

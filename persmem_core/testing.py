@@ -1,0 +1,223 @@
+"""pytest fixtures for testing persmem and its plugins for real.
+
+Installed as a pytest plugin (entry point `pytest11`), so any project with
+persmem installed can use them:
+
+- `persmem_env(**extra)`: an environment dict with a fresh PERSMEM_HOME.
+- `persmem_host(config=..., disabled=...)`: a Host in a temp home.
+- `persmem_server(agents=[...], config={...})`: a real `persmem serve`
+  process over Streamable HTTP on a free loopback port; `.call_tool(name,
+  args, agent=...)` calls through a real MCP client, `.client(agent)` is an
+  async MCP client session, `.tokens[agent]` the agent's bearer token.
+- `persmem_stdio(agent)`: an async MCP client connected to `persmem serve
+  --transport stdio` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from persmem_core.agents import AgentStore
+
+
+class ToolCallError(Exception):
+    """A tool call returned an MCP error result; the message is the server's text."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_config(home: Path, config: dict | str | None) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    if config:
+        text = config if isinstance(config, str) else tomli_w.dumps(config)
+        (home / "persmem.toml").write_text(text)
+
+
+def tool_result(result) -> Any:
+    """The JSON value of a CallToolResult, or ToolCallError with the server's message."""
+    text = "\n".join(getattr(block, "text", "") for block in result.content)
+    if result.is_error:
+        raise ToolCallError(text)
+    if result.structured_content is not None:
+        return result.structured_content
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def persmem_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "persmem_core", *args]
+
+
+class RunningServer:
+    """A `persmem serve --transport http` subprocess and ways to talk to it."""
+
+    def __init__(self, home: Path, env: dict[str, str], port: int, tokens: dict[str, str]):
+        self.home, self.env, self.port, self.tokens = home, env, port, tokens
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.url = f"{self.base_url}/mcp"
+        self.log_path = home / "server.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> RunningServer:
+        import httpx2
+
+        self._log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            persmem_command("serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port)),
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"persmem serve exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx2.get(f"{self.base_url}/healthz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx2.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"persmem serve did not answer /healthz within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if getattr(self, "_log", None):
+            self._log.close()
+
+    def kill(self) -> None:
+        """SIGKILL, as in a crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def headers(self, agent: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[agent]}"} if agent else {}
+
+    @contextlib.asynccontextmanager
+    async def client(self, agent: str | None = None, url: str | None = None) -> AsyncIterator[Any]:
+        """An MCP client session over Streamable HTTP, authenticated as `agent`."""
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(headers=self.headers(agent), timeout=60.0) as http:
+            async with Client(streamable_http_client(url or self.url, http_client=http)) as client:
+                yield client
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, agent: str | None = None) -> Any:
+        """Open a session, call one tool, close; returns the tool's JSON result or raises ToolCallError."""
+        import anyio
+
+        async def call():
+            async with self.client(agent) as client:
+                return tool_result(await client.call_tool(name, arguments or {}))
+
+        return anyio.run(call)
+
+    def list_tools(self, *, agent: str | None = None) -> list[Any]:
+        import anyio
+
+        async def call():
+            async with self.client(agent) as client:
+                return (await client.list_tools()).tools
+
+        return anyio.run(call)
+
+
+@pytest.fixture
+def persmem_env(tmp_path):
+    """Returns make_env(**extra) -> environment with a fresh PERSMEM_HOME under tmp_path."""
+
+    def make_env(**extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_")}
+        env["PERSMEM_HOME"] = str(tmp_path / "home")
+        env.update(extra)
+        return env
+
+    return make_env
+
+
+@pytest.fixture
+def persmem_host(persmem_env):
+    """Returns make_host(config=None, **env) -> a Host in a fresh temp home."""
+    from persmem_core.host import Host
+
+    def make_host(config: dict | str | None = None, **extra_env: str) -> Host:
+        env = persmem_env(**extra_env)
+        write_config(Path(env["PERSMEM_HOME"]), config)
+        return Host(environ=env)
+
+    return make_host
+
+
+@pytest.fixture
+def persmem_server(persmem_env) -> Iterator[Any]:
+    """Returns start(agents=(), config=None, env=None) -> RunningServer; all are stopped after the test."""
+    started: list[RunningServer] = []
+
+    def start(agents=(), config: dict | str | None = None, env: dict[str, str] | None = None) -> RunningServer:
+        environ = persmem_env(**(env or {}))
+        home = Path(environ["PERSMEM_HOME"])
+        if started:  # a second server in one test gets its own home
+            home = home.with_name(f"home{len(started)}")
+            environ["PERSMEM_HOME"] = str(home)
+        write_config(home, config)
+        store = AgentStore(home)
+        tokens = {name: store.add(name).token for name in agents}
+        server = RunningServer(home, environ, free_port(), tokens)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def persmem_stdio(persmem_env):
+    """Returns connect(agent=None, config=None, env=None): an async context manager yielding an MCP client
+    talking to `persmem serve --transport stdio` in a subprocess."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    @contextlib.asynccontextmanager
+    async def connect(agent: str | None = None, config: dict | str | None = None, env: dict[str, str] | None = None):
+        environ = persmem_env(**(env or {}))
+        write_config(Path(environ["PERSMEM_HOME"]), config)
+        args = ["-m", "persmem_core", "serve", "--transport", "stdio"] + (["--agent", agent] if agent else [])
+        params = StdioServerParameters(command=sys.executable, args=args, env=environ)
+        with open(Path(environ["PERSMEM_HOME"]) / "stdio.log", "a") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                yield client
+
+    return connect

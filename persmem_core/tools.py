@@ -1,0 +1,118 @@
+"""Turning plugin functions into MCP tools.
+
+A plugin tool is a plain function (sync or async) with type hints and a
+docstring. The host wraps it so that:
+- a parameter annotated `CallContext` receives the authenticated caller and
+  is left out of the MCP input schema (a prompt cannot forge it);
+- `UserError` becomes an MCP error result carrying the message;
+- any other exception becomes an error result that names the tool and a
+  log reference, never a stack trace; the traceback goes to the server log;
+- invalid arguments get a short message naming each bad field.
+Sync functions run in a worker thread so one slow call does not stall others.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from pydantic import ValidationError
+
+from persmem_core.context import CallContext
+from persmem_core.errors import UserError
+
+if TYPE_CHECKING:
+    from persmem_core.host import Host, ToolSpec
+
+log = logging.getLogger("persmem.tools")
+_MCP_CONTEXT = "mcp_context"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_validation_error(tool: str, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors(include_url=False):
+        field = ".".join(str(p) for p in err.get("loc", ())) or "(arguments)"
+        if err.get("type") == "missing":
+            problems.append(f"`{field}` is required")
+        else:
+            problems.append(f"`{field}`: {err.get('msg')} (got {_short(err.get('input'))})")
+    return f"{tool}: invalid arguments: " + "; ".join(problems) + ". Check the tool's input schema and call again."
+
+
+class PersmemTool(Tool):
+    """An SDK Tool whose argument errors read well."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result=convert_result)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(describe_validation_error(self.name, exc.__cause__)) from None
+            raise
+
+
+class CallerResolver:
+    """Finds the calling agent for one MCP request."""
+
+    def __init__(self, host: Host, stdio_agent: str):
+        self.host = host
+        self.stdio_agent = stdio_agent
+
+    def __call__(self, mcp_context: Context) -> CallContext:
+        request = getattr(getattr(mcp_context, "_request_context", None), "request", None)
+        if request is None:
+            return CallContext(agent=self.stdio_agent, transport="stdio", host=self.host)
+        agent = request.scope.get("persmem.agent")
+        if not agent:  # the HTTP app always sets it; refuse rather than guess
+            raise ToolError("unauthenticated request")
+        return CallContext(
+            agent=agent, transport="http", host=self.host, session_id=request.headers.get("mcp-session-id")
+        )
+
+
+def build_tool(spec: ToolSpec, resolve_caller: CallerResolver) -> Tool:
+    fn = spec.fn
+    signature = inspect.signature(fn, eval_str=True)
+    call_params = [p.name for p in signature.parameters.values() if p.annotation is CallContext]
+    params = [p for p in signature.parameters.values() if p.name not in call_params]
+    params.append(inspect.Parameter(_MCP_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+    is_async = inspect.iscoroutinefunction(fn)
+    name = spec.name
+
+    async def tool_wrapper(**kwargs: Any) -> Any:
+        caller = resolve_caller(kwargs.pop(_MCP_CONTEXT))
+        for param in call_params:
+            kwargs[param] = caller
+        try:
+            if is_async:
+                return await fn(**kwargs)
+            return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+        except UserError as exc:
+            raise ToolError(f"{name}: {exc}") from None
+        except ToolError:
+            raise
+        except Exception as exc:
+            ref = uuid.uuid4().hex[:10]
+            log.exception("tool %s failed (agent=%s, ref=%s)", name, caller.agent, ref)
+            raise ToolError(
+                f"{name} failed with an internal error ({type(exc).__name__}); the server log has the details "
+                f"under reference {ref}. The server is still running."
+            ) from None
+
+    tool_wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    tool_wrapper.__name__ = name
+    tool_wrapper.__doc__ = fn.__doc__
+    description = spec.description or inspect.cleandoc(fn.__doc__ or "") or name
+    return PersmemTool.from_function(tool_wrapper, name=name, description=description, context_kwarg=_MCP_CONTEXT)

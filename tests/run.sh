@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install everything persmem needs and run the whole test suite.
+# Usage: bash tests/run.sh [pytest args]   (the README's test command; .ci/run calls it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${PERSMEM_TEST_VENV:-.venv}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
+plugin_dirs=()
+for dir in plugins/*/; do
+    [ -f "$dir/pyproject.toml" ] && plugin_dirs+=("-e" "${dir}[test]")
+done
+"$VENV/bin/python" -m pip install --quiet -e '.[test]' "${plugin_dirs[@]}"
+
+mkdir -p test-artifacts
+exec "$VENV/bin/python" -m pytest -q -ra "$@"
