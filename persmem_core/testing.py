@@ -140,9 +140,9 @@ class RunningServer:
 
         async def call():
             async with self.client(agent) as client:
-                return tool_result(await client.call_tool(name, arguments or {}))
+                return await client.call_tool(name, arguments or {})
 
-        return anyio.run(call)
+        return tool_result(anyio.run(call))
 
     def list_tools(self, *, agent: str | None = None) -> list[Any]:
         import anyio

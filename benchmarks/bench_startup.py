@@ -1,0 +1,104 @@
+"""Startup costs a user feels: `persmem --help`, and `persmem serve` until it answers MCP tools/list.
+
+Targets (benchmarks.md): --help <= 0.5 s with every plugin installed;
+serve answering tools/list over HTTP <= 2 s after start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import anyio
+import httpx2
+
+
+def persmem_exe() -> list[str]:
+    exe = shutil.which("persmem", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "persmem_core"]
+
+
+def time_help(runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([*persmem_exe(), "--help"], check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def first_tools_list(url: str, deadline: float) -> int:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    while True:
+        try:
+            async with httpx2.AsyncClient(timeout=5) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    return len((await client.list_tools()).tools)
+        except Exception:
+            if time.perf_counter() > deadline:
+                raise
+            await anyio.sleep(0.01)
+
+
+def time_serve_ready(runs: int) -> tuple[list[float], int]:
+    times, n_tools = [], 0
+    for _ in range(runs):
+        home = tempfile.mkdtemp(prefix="persmem-bench-")
+        port = free_port()
+        env = {**os.environ, "PERSMEM_HOME": home}
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [*persmem_exe(), "serve", "--port", str(port)], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            n_tools = anyio.run(first_tools_list, f"http://127.0.0.1:{port}/mcp", start + 60)
+            times.append(time.perf_counter() - start)
+        finally:
+            proc.terminate()
+            proc.wait()
+            shutil.rmtree(home, ignore_errors=True)
+    return times, n_tools
+
+
+def installed_plugins() -> list[str]:
+    from importlib.metadata import entry_points
+
+    return sorted(ep.name for ep in entry_points(group="persmem.plugins"))
+
+
+def main(quick: bool = False) -> list[tuple[str, str, str]]:
+    runs = 3 if quick else 10
+    help_times = time_help(runs)
+    ready_times, n_tools = time_serve_ready(2 if quick else 5)
+    rows = [
+        ("persmem --help", f"{statistics.median(help_times):.3f} s", "<= 0.5 s"),
+        (f"serve -> MCP tools/list over HTTP ({n_tools} tools)", f"{statistics.median(ready_times):.3f} s", "<= 2 s"),
+    ]
+    print(f"\n## Startup (plugins installed: {', '.join(installed_plugins())}; medians of {runs} / "
+          f"{len(ready_times)} runs)\n")
+    print("| measure | median | target |\n|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    main(parser.parse_args().quick)

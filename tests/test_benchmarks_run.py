@@ -1,0 +1,16 @@
+"""The benchmarks keep working (figures come from full runs, not from here)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_startup_benchmark_quick_run_prints_its_table():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--only", "bench_startup"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| persmem --help |" in result.stdout and "tools/list" in result.stdout

@@ -1,0 +1,89 @@
+"""Plugin discovery: entry points, dev modules, load failures, disabling, conflicts, lazy imports."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from persmem_core.errors import PluginConflictError
+from persmem_core.plugins import ENTRY_POINT_GROUP
+
+
+def test_builtin_core_plugin_is_registered_through_the_entry_point(persmem_host):
+    host = persmem_host()
+    core = next(p for p in host.plugins if p.name == "core")
+    assert core.loaded and "persmem (entry point persmem_core.builtin)" == core.source
+    assert {"register_config", "register_tools", "doctor"} <= set(core.hooks)
+    assert {"server", "plugins"} <= set(host.sections)
+
+
+def test_broken_plugin_is_reported_and_skipped(persmem_host):
+    host = persmem_host(PERSMEM_PLUGIN_MODULES="sample_broken,sample_echo")
+    broken = next(p for p in host.plugins if p.name == "sample_broken")
+    assert not broken.loaded and "ImportError" in broken.error
+    assert "echo" in host.sections  # the others still load
+
+
+def test_disable_by_env_and_by_config(persmem_host):
+    host = persmem_host(PERSMEM_PLUGIN_MODULES="sample_echo", PERSMEM_DISABLE_PLUGINS="sample_echo")
+    assert next(p for p in host.plugins if p.name == "sample_echo").disabled
+    assert "echo" not in host.sections
+    host = persmem_host(config={"plugins": {"disabled": ["sample_echo"]}}, PERSMEM_PLUGIN_MODULES="sample_echo")
+    assert "echo" not in host.sections
+
+
+def test_tool_name_conflict_names_both_plugins(persmem_host):
+    host = persmem_host(PERSMEM_PLUGIN_MODULES="sample_echo,sample_conflict")
+    with pytest.raises(PluginConflictError) as info:
+        host.collect_tools()
+    assert "sample_echo" in str(info.value) and "sample_conflict" in str(info.value) and "echo_say" in str(info.value)
+
+
+def test_config_section_conflict_names_both_plugins(persmem_host):
+    with pytest.raises(PluginConflictError, match="sample_echo.*sample_section_conflict|sample_section_conflict.*sample_echo"):
+        persmem_host(PERSMEM_PLUGIN_MODULES="sample_echo,sample_section_conflict")
+
+
+def test_serve_refuses_to_start_on_conflict(run_cli, sample_env):
+    result = run_cli("serve", "--port", "0", env=sample_env("sample_echo,sample_conflict"))
+    assert result.returncode == 1
+    assert "sample_echo" in result.stderr and "sample_conflict" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_plugins_lists_versions_hooks_and_errors(run_cli, sample_env):
+    result = run_cli("plugins", "--json", env=sample_env("sample_echo,sample_broken"))
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["core"]["version"] == "0.1.0" and rows["core"]["status"] == "loaded"
+    assert "register_tools" in rows["sample_echo"]["hooks"]
+    assert rows["sample_broken"]["status"] == "error" and "ImportError" in rows["sample_broken"]["error"]
+    text = run_cli("plugins", env=sample_env("sample_broken")).stdout
+    assert "sample_broken" in text and "error:" in text
+
+
+def test_help_works_with_a_broken_plugin_and_a_broken_config(run_cli, sample_env, tmp_path):
+    env = sample_env("sample_broken")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "persmem.toml").write_text("this is [not toml")
+    result = run_cli("--help", env=env)
+    assert result.returncode == 0 and "serve" in result.stdout
+
+
+def test_heavy_libraries_are_not_imported_by_the_cli():
+    code = (
+        "import sys; from persmem_core.host import Host; h = Host(); h.sections; "
+        "import persmem_core.cli; "
+        "heavy = [m for m in ('mcp', 'starlette', 'uvicorn', 'pydantic', 'litestar', 'onnxruntime', 'hnswlib') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_every_installed_plugin_is_discoverable():
+    from importlib.metadata import entry_points
+
+    names = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    assert "core" in names
