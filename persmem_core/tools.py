@@ -100,15 +100,15 @@ def build_tool(spec: ToolSpec, resolve_caller: CallerResolver) -> Tool:
                 return await fn(**kwargs)
             return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
         except UserError as exc:
-            raise ToolError(f"{name}: {exc}") from None
+            raise ToolError(str(exc)) from None
         except ToolError:
             raise
         except Exception as exc:
             ref = uuid.uuid4().hex[:10]
             log.exception("tool %s failed (agent=%s, ref=%s)", name, caller.agent, ref)
             raise ToolError(
-                f"{name} failed with an internal error ({type(exc).__name__}); the server log has the details "
-                f"under reference {ref}. The server is still running."
+                f"internal error ({type(exc).__name__}); the server log has the details under reference {ref}. "
+                "The server is still running."
             ) from None
 
     tool_wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]

@@ -1,0 +1,574 @@
+"""One collection: the record log (truth), the vector index and BM25 (derived), and hybrid search.
+
+Write path: embed outside the lock -> take the write lock -> dedup checks ->
+append to the log and fsync -> apply to the in-memory views -> release.
+A write that returned is in the log; everything else can be rebuilt from it.
+Read path: embed the query outside the lock -> read lock -> filters ->
+dense (hnswlib, or exact over the filtered chunks when the filter is
+selective) + BM25 -> score fusion -> optional recency weighting.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import numpy as np
+from readerwriterlock import rwlock
+
+from persmem_core import UserError
+
+from .config import MemoryConfig
+from .lexical import BM25Index
+from .log import RecordLog, read_frames
+from .records import ID_RE, Delete, Memory, Put, Version, content_hash, new_id
+from .vectors import VectorIndex
+
+log = logging.getLogger("persmem.memory")
+
+WORDS = re.compile(r"\w+")
+LOG_NAME = "records.log"
+INDEX_NAME = "vectors.hnsw"
+
+
+@dataclass
+class NewMemory:
+    content: str
+    project: str
+    type: str
+    tags: list[str]
+    memory_id: str | None = None
+    author: str | None = None  # imports keep the original author and time
+    created: float | None = None
+
+
+@dataclass
+class Filters:
+    project: str | None = None
+    type: str | None = None
+    author: str | None = None
+    tags: list[str] = field(default_factory=list)
+    since: float | None = None
+    until: float | None = None
+
+    def active(self) -> bool:
+        return any((self.project, self.type, self.author, self.tags, self.since is not None, self.until is not None))
+
+
+@dataclass
+class Hit:
+    memory: Memory
+    score: float
+    dense: float | None
+    lexical: float | None
+
+
+class _Codes:
+    """Small integer codes for repeated strings (projects, types, authors), for numpy filters."""
+
+    def __init__(self):
+        self.code: dict[str, int] = {}
+
+    def get(self, value: str) -> int:
+        if value not in self.code:
+            self.code[value] = len(self.code)
+        return self.code[value]
+
+
+class Collection:
+    def __init__(self, name: str, folder: Path, embedder, config: MemoryConfig):
+        self.name, self.folder, self.embedder, self.config = name, Path(folder), embedder, config
+        self.lock = rwlock.RWLockWrite()
+        self.log = RecordLog(self.folder / LOG_NAME)
+        self.memories: dict[str, Memory] = {}
+        self.by_hash: dict[tuple[str, str], str] = {}  # (project, content hash) -> id
+        self.row_of: dict[str, int] = {}
+        self.at_row: list[Memory | None] = []
+        self.label_row: dict[int, int] = {}
+        self.next_label = 0
+        self.projects, self.types, self.authors = _Codes(), _Codes(), _Codes()
+        self._project = np.zeros(0, dtype=np.int32)
+        self._type = np.zeros(0, dtype=np.int32)
+        self._author = np.zeros(0, dtype=np.int32)
+        self._created = np.zeros(0, dtype=np.float64)
+        self._alive = np.zeros(0, dtype=bool)
+        self.tag_rows: dict[str, set[int]] = {}
+        self.lexical = BM25Index()
+        self.vectors: VectorIndex | None = None
+        self.changes_since_save = 0
+        self.entry_size: dict[str, int] = {}  # bytes of each live memory's latest log entry
+
+    # -- opening --------------------------------------------------------
+    def open(self, *, reindex: bool = False) -> Collection:
+        """Replay the log and load (or rebuild) the index. With `reindex`, re-embed every memory
+        with the current embedder first (after a model change)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.embedder.load()
+        cfg = self.config
+        self.vectors = VectorIndex(self.embedder.dim, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction,
+                                   ef_search=cfg.hnsw_ef_search)
+        last_span: dict[str, tuple[int, int]] = {}
+        for offset, end, entry in self.log.open_and_replay():
+            if isinstance(entry, Put):
+                old = self.memories.get(entry.memory.id)
+                if old is not None:
+                    self.log.dead_bytes += last_span[old.id][1] - last_span[old.id][0]
+                self._apply_put(entry.memory, index=False)
+                last_span[entry.memory.id] = (offset, end)
+                self.next_label = max([self.next_label, *(label + 1 for label in entry.memory.labels)])
+            else:
+                if entry.id in self.memories:
+                    self.log.dead_bytes += last_span[entry.id][1] - last_span[entry.id][0] + (end - offset)
+                    self._apply_delete(entry.id, index=False)
+                    last_span.pop(entry.id, None)
+        self.entry_size = {memory_id: end - start for memory_id, (start, end) in last_span.items()}
+        if reindex:
+            self._reembed_all()
+            return self
+        self._check_model()
+        self._open_vectors(last_span)
+        return self
+
+    def _reembed_all(self) -> None:
+        memories = list(self.memories.values())
+        self.vectors.create(capacity=max(1024, len(memories) * 2))
+        entries, self.next_label = [], 0
+        for start in range(0, len(memories), 256):
+            part = memories[start : start + 256]
+            for memory, vecs in zip(part, self.embedder.embed_chunks([m.content for m in part]), strict=True):
+                labels = list(range(self.next_label, self.next_label + len(vecs)))
+                self.next_label += len(vecs)
+                memory = msgspec.structs.replace(memory, labels=labels)
+                self._apply_put(memory, index=False)
+                self.vectors.add(labels, vecs)
+                entries.append(Put(memory=memory, vectors=vecs.tobytes()))
+        spans = self.log.rewrite(entries)
+        self.entry_size = {e.memory.id: end - start for e, (start, end) in zip(entries, spans, strict=True)}
+        from persmem_core.fileio import atomic_write_bytes
+
+        atomic_write_bytes(self.folder / "model.json",
+                           msgspec.json.encode({"model_id": self.embedder.model_id, "dim": self.embedder.dim}))
+        self.save_index()
+
+    def _check_model(self) -> None:
+        marker = self.folder / "model.json"
+        if marker.exists():
+            recorded = msgspec.json.decode(marker.read_bytes())
+            if recorded.get("model_id") != self.embedder.model_id and self.memories:
+                raise UserError(
+                    f"collection {self.name!r} holds vectors of model {recorded.get('model_id')!r}, but the configured "
+                    f"embedder is {self.embedder.model_id!r}. Mixing models gives meaningless search results: switch "
+                    "back, or run `persmem memory reindex` to re-embed everything with the new model."
+                )
+        if not marker.exists() or not self.memories:
+            from persmem_core.fileio import atomic_write_bytes
+
+            atomic_write_bytes(marker, msgspec.json.encode({"model_id": self.embedder.model_id, "dim": self.embedder.dim}))
+
+    def _open_vectors(self, last_span: dict[str, tuple[int, int]]) -> None:
+        index_path = self.folder / INDEX_NAME
+        n_labels = sum(len(m.labels) for m in self.memories.values())
+        meta = self.vectors.load(index_path, model_id=self.embedder.model_id, log_size=self.log.size)
+        if meta is not None:
+            tail = read_frames(_read_from(self.log.path, meta.log_offset))
+            replayed = 0
+            for _, _, entry in tail:  # changes after the index was saved
+                replayed += 1
+                if isinstance(entry, Put):
+                    current = self.memories.get(entry.memory.id)
+                    if current is None or current.labels != entry.memory.labels:
+                        self.vectors.remove(entry.memory.labels)  # superseded later in the tail
+                        continue
+                    self.vectors.add(entry.memory.labels, _matrix(entry.vectors, self.embedder.dim))
+                else:
+                    pass  # deleted memories' labels are removed below
+            live_labels = {label for m in self.memories.values() for label in m.labels}
+            self.vectors.remove([label for label in self.vectors.index.get_ids_list() if label not in live_labels])
+            self.vectors.live = n_labels
+            log.info("collection %s: index loaded, %d log entries replayed on top", self.name, replayed)
+            return
+        self._rebuild_vectors(last_span, n_labels)
+
+    def _rebuild_vectors(self, last_span: dict[str, tuple[int, int]], n_labels: int) -> None:
+        start = time.monotonic()
+        self.vectors.create(capacity=max(1024, int(n_labels * 1.25)))
+        data = self.log.path.read_bytes() if self.memories else b""
+        batch_labels, batch_vecs = [], []
+        for memory_id in self.memories:
+            offset, end = last_span[memory_id]
+            for _, _, entry in read_frames(memoryview(data)[offset:end]):
+                batch_labels.extend(entry.memory.labels)
+                batch_vecs.append(_matrix(entry.vectors, self.embedder.dim))
+            if len(batch_labels) >= 2048:
+                self.vectors.add(batch_labels, np.vstack(batch_vecs))
+                batch_labels, batch_vecs = [], []
+        if batch_labels:
+            self.vectors.add(batch_labels, np.vstack(batch_vecs))
+        if self.memories:
+            log.info("collection %s: rebuilt the vector index (%d chunks) in %.1fs", self.name, n_labels,
+                     time.monotonic() - start)
+            self.save_index()
+
+    def close(self) -> None:
+        with self.lock.gen_wlock():
+            if self.changes_since_save and self.vectors is not None:
+                self.save_index()
+            self.log.close()
+
+    def save_index(self) -> None:
+        self.vectors.save(self.folder / INDEX_NAME, model_id=self.embedder.model_id, log_offset=self.log.size)
+        self.changes_since_save = 0
+
+    # -- in-memory views -------------------------------------------------
+    def _grow(self, row: int) -> None:
+        if row < len(self._alive):
+            return
+        size = max(1024, 2 * len(self._alive), row + 1)
+        for name in ("_project", "_type", "_author", "_created", "_alive"):
+            old = getattr(self, name)
+            new = np.zeros(size, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _apply_put(self, memory: Memory, *, index: bool, vectors: np.ndarray | None = None) -> None:
+        old = self.memories.get(memory.id)
+        if old is not None:
+            self._apply_delete(memory.id, index=index and old.labels != memory.labels)
+        row = len(self.at_row)
+        self.at_row.append(memory)
+        self._grow(row)
+        self.memories[memory.id] = memory
+        self.row_of[memory.id] = row
+        self.by_hash[(memory.project, memory.content_hash)] = memory.id
+        for label in memory.labels:
+            self.label_row[label] = row
+        self._project[row] = self.projects.get(memory.project)
+        self._type[row] = self.types.get(memory.type)
+        self._author[row] = self.authors.get(memory.author)
+        self._created[row] = memory.created
+        self._alive[row] = True
+        for tag in memory.tags:
+            self.tag_rows.setdefault(tag, set()).add(row)
+        self.lexical.add(row, _lexical_text(memory))
+        if index and vectors is not None and (old is None or old.labels != memory.labels):
+            self.vectors.add(memory.labels, vectors)
+
+    def _apply_delete(self, memory_id: str, *, index: bool) -> None:
+        memory = self.memories.pop(memory_id)
+        row = self.row_of.pop(memory_id)
+        self.at_row[row] = None
+        self._alive[row] = False
+        if self.by_hash.get((memory.project, memory.content_hash)) == memory_id:
+            del self.by_hash[(memory.project, memory.content_hash)]
+        for tag in memory.tags:
+            self.tag_rows.get(tag, set()).discard(row)
+        for label in memory.labels:
+            self.label_row.pop(label, None)
+        self.lexical.remove(row)
+        if index:
+            self.vectors.remove(memory.labels)
+
+    # -- writing ---------------------------------------------------------
+    def store(self, items: list[NewMemory], *, author: str, dedup: bool = True) -> list[dict]:
+        for item in items:
+            self._validate_new(item)
+        embedded = self.embedder.embed_chunks([item.content for item in items])
+        results, puts, pending = [], [], []
+        with self.lock.gen_wlock():
+            now = time.time()
+            batch_hashes: dict[tuple[str, str], str] = {}
+            for item, vecs in zip(items, embedded, strict=True):
+                digest = content_hash(item.content)
+                if item.memory_id and item.memory_id in self.memories:
+                    raise UserError(f"memory id {item.memory_id!r} already exists; use memory_update to change it.")
+                if dedup:
+                    same = self.by_hash.get((item.project, digest)) or batch_hashes.get((item.project, digest))
+                    if same:
+                        results.append({"status": "duplicate", "id": same, "match": "exact"})
+                        continue
+                    near = self._near_duplicate(item.project, item.content, vecs)
+                    if near is not None:
+                        results.append({"status": "duplicate", "id": near[0], "match": "near",
+                                        "similarity": round(near[1], 4)})
+                        continue
+                memory_id = item.memory_id or new_id()
+                labels = list(range(self.next_label, self.next_label + len(vecs)))
+                self.next_label += len(vecs)
+                created = item.created if item.created is not None else now
+                memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
+                                tags=item.tags, author=item.author or author, collection=self.name, created=created,
+                                updated=created, content_hash=digest, labels=labels)
+                batch_hashes[(item.project, digest)] = memory_id
+                puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
+                pending.append((memory, vecs))
+                results.append({"status": "stored", "id": memory_id, "chunks": len(labels)})
+            self._commit(puts, pending)
+        return results
+
+    def _commit(self, puts: list[Put], pending: list[tuple[Memory, np.ndarray]]) -> None:
+        """Log durably, then apply. Caller holds the write lock."""
+        if not puts:
+            return
+        spans = self.log.append(puts)  # raises OSError: nothing applied, nothing acknowledged
+        for (memory, vecs), (start, end) in zip(pending, spans, strict=True):
+            self.log.dead_bytes += self.entry_size.get(memory.id, 0)
+            self._apply_put(memory, index=True, vectors=vecs)
+            self.entry_size[memory.id] = end - start
+        self.changes_since_save += len(puts)
+        self._maintain()
+
+    def _near_duplicate(self, project: str, content: str, vecs: np.ndarray) -> tuple[str, float] | None:
+        """A near duplicate is close in meaning (cosine >= dedup_threshold) *and* in words (Jaccard >= 0.9 on
+        word sets): "step 2" and "step 3" embed almost alike but are different facts."""
+        if len(vecs) != 1 or self.vectors.live == 0 or self.config.dedup_threshold >= 1.0:
+            return None
+        code = self.projects.code.get(project)
+        if code is None:
+            return None
+        labels, sims = self.vectors.search(vecs[0], 3)
+        for label, sim in zip(labels, sims, strict=True):
+            row = self.label_row.get(int(label))
+            memory = self.at_row[row] if row is not None else None
+            if memory is not None and memory.project == project and len(memory.labels) == 1:
+                if sim >= self.config.dedup_threshold and _jaccard(content, memory.content) >= 0.9:
+                    return memory.id, float(sim)
+        return None
+
+    def update(self, memory_id: str, *, author: str, content: str | None = None, tags: list[str] | None = None,
+               type: str | None = None, project: str | None = None) -> Memory:
+        current = self.get(memory_id)
+        vecs = self.embedder.embed_chunks([content])[0] if content is not None and content != current.content else None
+        if content is not None:
+            self._check_content(content)
+        with self.lock.gen_wlock():
+            current = self.memories.get(memory_id)
+            if current is None:
+                raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
+            if vecs is None:
+                vecs = self.vectors.vectors(current.labels)
+                labels = current.labels
+            else:
+                labels = list(range(self.next_label, self.next_label + len(vecs)))
+                self.next_label += len(vecs)
+            snapshot = Version(version=current.version, content=current.content, tags=current.tags,
+                               type=current.type, project=current.project, author=current.author,
+                               updated=current.updated)
+            new_content = current.content if content is None else content
+            memory = msgspec.structs.replace(
+                current, content=new_content, tags=current.tags if tags is None else tags,
+                type=type or current.type, project=project or current.project, updated=time.time(),
+                version=current.version + 1, content_hash=content_hash(new_content), labels=labels,
+                history=[*current.history, snapshot],
+            )
+            self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)])
+            return memory
+
+    def delete(self, memory_id: str, *, by: str) -> Memory:
+        with self.lock.gen_wlock():
+            memory = self.memories.get(memory_id)
+            if memory is None:
+                raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
+            self.log.append([Delete(id=memory_id, at=time.time(), by=by)])
+            self.log.dead_bytes += self.entry_size.pop(memory_id, 0)
+            self._apply_delete(memory_id, index=True)
+            self.changes_since_save += 1
+            self._maintain()
+            return memory
+
+    def _maintain(self) -> None:
+        """Compact the log when most of it is superseded; save the index now and then. Write lock held."""
+        if self.log.dead_bytes > max(1 << 20, self.log.size // 2):
+            self.compact()
+        elif self.changes_since_save >= self.config.save_index_every:
+            self.save_index()
+
+    def compact(self) -> None:
+        """Rewrite the log with only live memories (their vectors read back from the index)."""
+        memories = list(self.memories.values())
+        entries = [Put(memory=m, vectors=self.vectors.vectors(m.labels).tobytes()) for m in memories]
+        spans = self.log.rewrite(entries)
+        self.entry_size = {m.id: end - start for m, (start, end) in zip(memories, spans, strict=True)}
+        self.save_index()
+        log.info("collection %s: compacted the log to %d bytes", self.name, self.log.size)
+
+    # -- validation ------------------------------------------------------
+    def _check_content(self, content: str) -> None:
+        if not content.strip():
+            raise UserError("content is empty; store some text.")
+        if len(content) > self.config.max_content_chars:
+            raise UserError(
+                f"content is {len(content)} characters; the limit is {self.config.max_content_chars} "
+                "([memory] max_content_chars). Split it into several memories (memory_bulk_store)."
+            )
+
+    def _validate_new(self, item: NewMemory) -> None:
+        self._check_content(item.content)
+        if item.memory_id is not None and not ID_RE.match(item.memory_id):
+            raise UserError(f"invalid memory id {item.memory_id!r}: 1-128 letters, digits, '_', ':', '.', '-'.")
+
+    # -- reading ---------------------------------------------------------
+    def get(self, memory_id: str) -> Memory:
+        memory = self.memories.get(memory_id)
+        if memory is None:
+            raise UserError(f"no memory {memory_id!r} in collection {self.name!r}; memory_search finds ids.")
+        return memory
+
+    def _filter_mask(self, filters: Filters, n_rows: int) -> np.ndarray:
+        mask = self._alive[:n_rows].copy()
+        for value, codes, column in ((filters.project, self.projects, self._project),
+                                     (filters.type, self.types, self._type),
+                                     (filters.author, self.authors, self._author)):
+            if value:
+                code = codes.code.get(value)
+                if code is None:
+                    return np.zeros(n_rows, dtype=bool)
+                mask &= column[:n_rows] == code
+        if filters.since is not None:
+            mask &= self._created[:n_rows] >= filters.since
+        if filters.until is not None:
+            mask &= self._created[:n_rows] <= filters.until
+        if filters.tags:
+            tag_mask = np.zeros(n_rows, dtype=bool)
+            for tag in filters.tags:
+                rows = self.tag_rows.get(tag)
+                if rows:
+                    tag_mask[np.fromiter(rows, dtype=np.int64)] = True
+            mask &= tag_mask
+        return mask
+
+    def search(self, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
+               recency_weight: float = 0.0, candidates: int = 60) -> list[Hit]:
+        qvec = self.embedder.embed_query(query) if mode in ("hybrid", "dense") else None
+        with self.lock.gen_rlock():
+            n_rows = len(self.at_row)
+            if n_rows == 0:
+                return []
+            mask = self._filter_mask(filters, n_rows) if filters.active() else None
+            pool = max(candidates, top_k * 4)
+            dense = self._dense(qvec, mask, pool) if qvec is not None else {}
+            lexical = self._lexical(query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
+            scores = fuse(dense, lexical, self.config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
+            if recency_weight > 0 and scores:
+                now = time.time()
+                for row in scores:
+                    age_days = max(0.0, (now - self._created[row]) / 86400.0)
+                    scores[row] *= (1.0 - recency_weight) + recency_weight * math.exp(-age_days / 30.0)
+            best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
+            return [Hit(memory=self.at_row[row], score=float(score), dense=dense.get(row), lexical=lexical.get(row))
+                    for row, score in best if self.at_row[row] is not None]
+
+    def _dense(self, qvec: np.ndarray, mask: np.ndarray | None, pool: int) -> dict[int, float]:
+        best: dict[int, float] = {}
+        if mask is not None:
+            rows = np.flatnonzero(mask)
+            n_chunks = sum(len(self.at_row[r].labels) for r in rows) if len(rows) <= self.config.exact_search_below else None
+            if n_chunks is not None and n_chunks <= self.config.exact_search_below:
+                if n_chunks == 0:
+                    return {}
+                labels = [label for r in rows for label in self.at_row[r].labels]
+                sims = self.vectors.vectors(labels) @ qvec
+                for label, sim in zip(labels, sims.tolist(), strict=True):
+                    row = self.label_row[label]
+                    if sim > best.get(row, -2.0):
+                        best[row] = sim
+                return dict(sorted(best.items(), key=lambda kv: kv[1], reverse=True)[:pool])
+            label_row = self.label_row
+
+            def allowed(label: int) -> bool:
+                row = label_row.get(label)
+                return row is not None and bool(mask[row])
+
+            labels, sims = self.vectors.search(qvec, pool * 2, allowed=allowed)
+        else:
+            labels, sims = self.vectors.search(qvec, pool * 2)
+        for label, sim in zip(labels.tolist(), sims.tolist(), strict=True):
+            row = self.label_row.get(label)
+            if row is not None and sim > best.get(row, -2.0):
+                best[row] = sim
+        return dict(sorted(best.items(), key=lambda kv: kv[1], reverse=True)[:pool])
+
+    def _lexical(self, query: str, mask: np.ndarray | None, n_rows: int, pool: int) -> dict[int, float]:
+        scores = self.lexical.scores(query, n_rows)
+        if scores is None:
+            return {}
+        if mask is not None:
+            scores = scores * mask
+        n = min(pool, int(np.count_nonzero(scores)))
+        if n == 0:
+            return {}
+        top = np.argpartition(-scores, n - 1)[:n]
+        return {int(row): float(scores[row]) for row in top}
+
+    def stats(self, project: str | None = None) -> dict:
+        with self.lock.gen_rlock():
+            memories = [m for m in self.memories.values() if project is None or m.project == project]
+            projects, types, tags, authors = {}, {}, {}, {}
+            for m in memories:
+                projects[m.project] = projects.get(m.project, 0) + 1
+                types[m.type] = types.get(m.type, 0) + 1
+                authors[m.author] = authors.get(m.author, 0) + 1
+                for tag in m.tags:
+                    tags[tag] = tags.get(tag, 0) + 1
+            sizes = [len(m.content) for m in memories]
+            return {
+                "collection": self.name,
+                "count": len(memories),
+                "projects": projects,
+                "types": types,
+                "authors": authors,
+                "tags": dict(sorted(tags.items(), key=lambda kv: -kv[1])[:50]),
+                "unique_tags": len(tags),
+                "average_chars": round(sum(sizes) / len(sizes), 1) if sizes else 0,
+                "oldest": min((m.created for m in memories), default=None),
+                "newest": max((m.created for m in memories), default=None),
+                "chunks": sum(len(m.labels) for m in memories),
+                "log_bytes": self.log.size,
+                "embedding_model": self.embedder.model_id,
+            }
+
+    def recent(self, *, types: set[str], project: str | None = None, limit: int = 3,
+               predicate=None) -> list[Memory]:
+        with self.lock.gen_rlock():
+            found = [m for m in self.memories.values()
+                     if m.type in types and (project is None or m.project == project) and (predicate is None or predicate(m))]
+        return sorted(found, key=lambda m: m.updated, reverse=True)[:limit]
+
+
+def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float) -> dict[int, float]:
+    """Relative score fusion: each list scaled by its best score, then a weighted sum."""
+    out: dict[int, float] = {}
+    if dense and dense_weight > 0:
+        top = max(dense.values())
+        low = min(dense.values())
+        span = max(top - low, 1e-6)
+        for row, sim in dense.items():
+            out[row] = dense_weight * (0.5 + 0.5 * (sim - low) / span) if len(dense) > 1 else dense_weight
+    if lexical and dense_weight < 1:
+        top = max(lexical.values()) or 1.0
+        for row, score in lexical.items():
+            out[row] = out.get(row, 0.0) + (1.0 - dense_weight) * (score / top)
+    return out
+
+
+def _jaccard(a: str, b: str) -> float:
+    words_a, words_b = set(WORDS.findall(a.casefold())), set(WORDS.findall(b.casefold()))
+    return len(words_a & words_b) / max(1, len(words_a | words_b))
+
+
+def _lexical_text(memory: Memory) -> str:
+    return f"{memory.content} {' '.join(memory.tags)}"
+
+
+def _matrix(blob: bytes, dim: int) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read()

@@ -1,0 +1,30 @@
+"""[memory] section of persmem.toml."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta
+
+from persmem_core import ConfigSection
+
+
+class MemoryConfig(ConfigSection):
+    embedder: Annotated[str, Meta(description="Embedder name (see `persmem memory models`); default: MiniLM int8 ONNX.")] = (
+        "minilm-int8"
+    )
+    model_dir: Annotated[
+        str, Meta(description="An ONNX export folder (model.onnx + tokenizer.json) to use instead of `embedder`.")
+    ] = ""
+    dedup_threshold: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="Cosine similarity at or above which a new memory is a near duplicate.")
+    ] = 0.97
+    dense_weight: Annotated[float, Meta(ge=0.0, le=1.0, description="Weight of the dense score in hybrid fusion.")] = 0.5
+    hnsw_m: Annotated[int, Meta(ge=4, le=64, description="hnswlib M (graph degree).")] = 16
+    hnsw_ef_construction: Annotated[int, Meta(ge=16, le=800)] = 100
+    hnsw_ef_search: Annotated[int, Meta(ge=16, le=2000)] = 96
+    exact_search_below: Annotated[
+        int, Meta(ge=0, description="Filtered searches matching at most this many chunks are exact (brute force).")
+    ] = 4096
+    max_content_chars: Annotated[int, Meta(ge=100, description="Longest memory accepted, in characters.")] = 200_000
+    save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000

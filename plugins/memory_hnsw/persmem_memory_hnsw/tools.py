@@ -1,0 +1,263 @@
+"""The memory tools, with persMEM's names, argument names and defaults (plus a few more).
+
+Results are JSON objects. The author of a memory is always the calling
+agent (from its credentials), never an argument.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+from persmem_core import CallContext, UserError
+
+from .collection import Filters, NewMemory
+from .records import public
+
+BOOTSTRAP_TYPES = {"identity", "directive"}
+MAX_TOP_K = 20
+
+
+def _service(call: CallContext):
+    from .plugin import service_for
+
+    return service_for(call.host)
+
+
+def _tags(tags: str | list[str] | None) -> list[str]:
+    if tags is None:
+        return []
+    items = tags.split(",") if isinstance(tags, str) else tags
+    cleaned = []
+    for tag in items:
+        tag = str(tag).strip()
+        if tag and tag not in cleaned:
+            if len(tag) > 64:
+                raise UserError(f"tag {tag[:20]!r}... is longer than 64 characters.")
+            cleaned.append(tag)
+    return cleaned
+
+
+def _label(value: str, what: str) -> str:
+    value = (value or "").strip()
+    if not value or len(value) > 64:
+        raise UserError(f"{what} must be 1-64 characters, got {value[:70]!r}.")
+    return value
+
+
+def _when(value: str | None, what: str) -> float | None:
+    if value in (None, ""):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"{what} must be an ISO date or time like 2026-11-22 or 2026-11-22T10:00:00Z, got {value!r}.") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def memory_store(
+    content: str,
+    project: str = "general",
+    tags: str = "",
+    memory_type: str = "session_note",
+    collection: str = "memories",
+    memory_id: str | None = None,
+    dedup: bool = True,
+    call: CallContext = None,
+) -> dict:
+    """Store one memory (a fact, decision, handoff, bug, pattern...) so any later session can find it.
+
+    - content: the text to remember; long text is kept whole and every part stays searchable.
+    - project: groups memories ("general" by default); memory_search can filter on it.
+    - tags: comma-separated labels, e.g. "auth,jwt".
+    - memory_type: session_note, decision, handoff, bug, pattern, preference, identity, directive, ...
+    - memory_id: optional id of your choosing; by default one is generated.
+    - dedup: when an identical or near-identical memory exists in the project, its id is returned
+      with status "duplicate" instead of storing a copy (nothing is ever deleted).
+    Returns {"status": "stored"|"duplicate", "id": ...}. The author is you (the calling agent).
+    """
+    item = NewMemory(content=content, project=_label(project, "project"), type=_label(memory_type, "memory_type"),
+                     tags=_tags(tags), memory_id=memory_id)
+    return _service(call).collection(collection).store([item], author=call.agent, dedup=dedup)[0]
+
+
+def memory_bulk_store(
+    chunks: str | list,
+    project: str = "general",
+    collection: str = "memories",
+    dedup: bool = True,
+    call: CallContext = None,
+) -> dict:
+    """Store many memories in one call: `chunks` is a JSON array (or a list) of
+    {"content": ..., "tags": "a,b" or [...], "type": ..., "project": ..., "id": ...} objects; only content is required.
+    All are written together (one durable write). Returns one {"status", "id"} per chunk, in order."""
+    if isinstance(chunks, str):
+        try:
+            chunks = json.loads(chunks)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"chunks is not valid JSON ({exc}); pass a JSON array of objects with a 'content' field.") from None
+    if not isinstance(chunks, list) or not chunks:
+        raise UserError("chunks must be a non-empty JSON array of objects like {\"content\": \"...\"}.")
+    if len(chunks) > 1000:
+        raise UserError(f"{len(chunks)} chunks in one call; send at most 1000 per call.")
+    items = []
+    for i, chunk in enumerate(chunks):
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
+            raise UserError(f"chunks[{i}] must be an object with a string 'content'.")
+        items.append(NewMemory(
+            content=chunk["content"],
+            project=_label(str(chunk.get("project") or project), f"chunks[{i}].project"),
+            type=_label(str(chunk.get("type") or chunk.get("memory_type") or "session_note"), f"chunks[{i}].type"),
+            tags=_tags(chunk.get("tags")),
+            memory_id=chunk.get("id"),
+        ))
+    results = _service(call).collection(collection).store(items, author=call.agent, dedup=dedup)
+    return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
+
+
+def memory_search(
+    query: str,
+    top_k: int = 5,
+    project: str | None = None,
+    memory_type: str | None = None,
+    collection: str = "memories",
+    tags: str | None = None,
+    author: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    recency_weight: float = 0.0,
+    mode: str = "hybrid",
+    call: CallContext = None,
+) -> dict:
+    """Find memories by meaning and by words (hybrid semantic + BM25 search), best first.
+
+    - query: what you are looking for, in natural language or keywords.
+    - top_k: how many results (1-20).
+    - project, memory_type, author: exact filters; tags: comma-separated, any may match.
+    - since / until: ISO dates (2026-11-01) bounding when the memory was stored.
+    - recency_weight: 0 (default) ignores age; up to 1 favours recent memories.
+    - mode: "hybrid" (default), "dense" (meaning only) or "lexical" (words only).
+    Each result has id, content, score, project, type, tags, author, created, updated, version.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise UserError("query is empty; describe what to look for.")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise UserError(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k}.")
+    if mode not in ("hybrid", "dense", "lexical"):
+        raise UserError(f"mode must be hybrid, dense or lexical, got {mode!r}.")
+    if not 0.0 <= recency_weight <= 1.0:
+        raise UserError(f"recency_weight must be between 0 and 1, got {recency_weight}.")
+    filters = Filters(project=project or None, type=memory_type or None, author=author or None, tags=_tags(tags),
+                      since=_when(since, "since"), until=_when(until, "until"))
+    service = _service(call)
+    if collection not in service.collections():
+        return {"query": query, "count": 0, "results": []}
+    start = time.perf_counter()
+    hits = service.collection(collection).search(query[:4000], top_k=top_k, filters=filters, mode=mode,
+                                                  recency_weight=recency_weight)
+    results = []
+    for hit in hits:
+        item = public(hit.memory)
+        item["score"] = round(hit.score, 4)
+        item["distance"] = None if hit.dense is None else round(1.0 - hit.dense, 4)
+        results.append(item)
+    return {"query": query, "count": len(results), "results": results,
+            "took_ms": round((time.perf_counter() - start) * 1000, 2)}
+
+
+def memory_get(memory_id: str, collection: str = "memories", include_history: bool = False,
+               call: CallContext = None) -> dict:
+    """Read one memory by id; with include_history, also its previous versions (oldest first)."""
+    memory = _service(call).collection(collection).get(memory_id)
+    result = public(memory)
+    if include_history:
+        from .records import iso
+
+        result["history"] = [{"version": v.version, "content": v.content, "tags": v.tags, "type": v.type,
+                              "project": v.project, "author": v.author, "updated": iso(v.updated)}
+                             for v in memory.history]
+    return result
+
+
+def memory_update(memory_id: str, content: str | None = None, tags: str | None = None,
+                  memory_type: str | None = None, project: str | None = None, collection: str = "memories",
+                  call: CallContext = None) -> dict:
+    """Change a memory's content, tags, type or project. The previous version is kept (memory_get with
+    include_history=true shows it) and the version number goes up. Pass only what changes."""
+    if content is None and tags is None and memory_type is None and project is None:
+        raise UserError("nothing to update: pass content, tags, memory_type or project.")
+    memory = _service(call).collection(collection).update(
+        memory_id, author=call.agent, content=content, tags=None if tags is None else _tags(tags),
+        type=None if memory_type is None else _label(memory_type, "memory_type"),
+        project=None if project is None else _label(project, "project"),
+    )
+    return {"status": "updated", **public(memory)}
+
+
+def memory_delete(memory_id: str, collection: str = "memories", call: CallContext = None) -> dict:
+    """Delete one memory by id (it stops appearing in searches; the deletion is logged with your name)."""
+    memory = _service(call).collection(collection).delete(memory_id, by=call.agent)
+    return {"status": "deleted", "id": memory.id}
+
+
+def memory_stats(collection: str = "memories", project: str | None = None, call: CallContext = None) -> dict:
+    """Counts for a collection: memories, projects, types, authors, tag distribution, sizes, oldest/newest."""
+    service = _service(call)
+    if collection not in service.collections():
+        return {"collection": collection, "count": 0, "projects": {}, "types": {}, "tags": {}}
+    stats = service.collection(collection).stats(project)
+    from .records import iso
+
+    for key in ("oldest", "newest"):
+        stats[key] = iso(stats[key]) if stats[key] else None
+    return stats
+
+
+def memory_list_collections(call: CallContext = None) -> dict:
+    """List collections and how many memories each holds."""
+    service = _service(call)
+    return {"collections": [{"name": name, "count": len(c.memories)} for name, c in sorted(service.collections().items())]}
+
+
+def chorus_init(agent: str = "", project: str = "general", call: CallContext = None) -> dict:
+    """Call once at the start of a session: returns your pinned identity and directive entries, your unread
+    messages (from the mail plugin, if installed) and the last 3 handoff memories of `project`.
+    `agent` may be left empty: you are the calling agent (a different name is refused)."""
+    if agent and agent != call.agent:
+        raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {agent!r}'s session.")
+    me = call.agent
+    service = _service(call)
+    col = service.collection("memories")
+    pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50,
+                        predicate=lambda m: m.author == me or me in m.tags or "all" in m.tags)
+    handoffs = col.recent(types={"handoff"}, project=project, limit=3)
+    inbox = [r for r in call.host.hook.inbox_summary(agent=me) if r is not None]
+    return {
+        "agent": me,
+        "project": project,
+        "pinned": [public(m) for m in sorted(pinned, key=lambda m: (m.type, m.created))],
+        "handoffs": [public(m) for m in handoffs],
+        "inbox": inbox[0] if inbox else {"available": False, "note": "no mail plugin installed"},
+    }
+
+
+def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: str = "identity",
+                     project: str = "triad", call: CallContext = None) -> dict:
+    """Create or overwrite a bootstrap entry (identity, directive, ...) that chorus_init returns to its author.
+    `entry_id` is a stable name of your choosing, e.g. "kite-identity"; overwriting keeps the old version."""
+    col = _service(call).collection("memories")
+    tag_list = _tags(tags)
+    if entry_id in col.memories:
+        memory = col.update(entry_id, author=call.agent, content=content, tags=tag_list,
+                            type=_label(entry_type, "entry_type"), project=_label(project, "project"))
+        return {"status": "updated", **public(memory)}
+    item = NewMemory(content=content, project=_label(project, "project"), type=_label(entry_type, "entry_type"),
+                     tags=tag_list, memory_id=entry_id)
+    return col.store([item], author=call.agent, dedup=False)[0]
+
+
+ALL_TOOLS = [memory_store, memory_bulk_store, memory_search, memory_get, memory_update, memory_delete,
+             memory_stats, memory_list_collections, chorus_init, bootstrap_update]

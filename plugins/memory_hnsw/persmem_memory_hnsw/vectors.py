@@ -1,0 +1,132 @@
+"""The vector index: hnswlib, derived from the record log.
+
+- Labels are chunk labels recorded in each Memory, so the index can always
+  be rebuilt from the log.
+- Deleted labels' slots are reused (`allow_replace_deleted`), so updates and
+  deletes do not grow the index without bound.
+- Saved as a temp file + fsync + rename, with a sidecar holding its sha256,
+  the model id and the log offset it covers. An index file is loaded only if
+  its checksum matches (a crafted or torn hnswlib file is never parsed);
+  otherwise it is rebuilt from the log.
+- hnswlib is not safe for concurrent add + query: the collection holds a
+  read-write lock around every call here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from persmem_core.fileio import atomic_write_bytes, fsync_dir
+
+from .embedder import sha256_file
+
+log = logging.getLogger("persmem.memory.vectors")
+
+
+class IndexMeta(msgspec.Struct, kw_only=True):
+    sha256: str
+    model_id: str
+    dim: int
+    log_offset: int
+    count: int
+
+
+class VectorIndex:
+    def __init__(self, dim: int, *, m: int, ef_construction: int, ef_search: int):
+        self.dim, self.m, self.ef_construction, self.ef_search = dim, m, ef_construction, ef_search
+        self.index = None
+        self.live = 0
+
+    def _new(self, capacity: int):
+        import hnswlib
+
+        index = hnswlib.Index(space="ip", dim=self.dim)
+        index.init_index(max_elements=max(capacity, 1024), M=self.m, ef_construction=self.ef_construction,
+                         allow_replace_deleted=True)
+        index.set_ef(self.ef_search)
+        index.set_num_threads(1)
+        return index
+
+    def create(self, capacity: int = 1024) -> None:
+        self.index = self._new(capacity)
+        self.live = 0
+
+    def add(self, labels: list[int], vectors: np.ndarray) -> None:
+        if not labels:
+            return
+        need = self.index.get_current_count() + len(labels)
+        if need > self.index.get_max_elements():
+            self.index.resize_index(max(need, self.index.get_max_elements() * 2))
+        self.index.add_items(vectors, np.asarray(labels, dtype=np.uint64), replace_deleted=True)
+        self.live += len(labels)
+
+    def remove(self, labels: list[int]) -> None:
+        for label in labels:
+            try:
+                self.index.mark_deleted(label)
+                self.live -= 1
+            except RuntimeError:
+                pass  # already deleted or never added (replay after a crash)
+
+    def search(self, query: np.ndarray, k: int, allowed=None) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, similarities) of the k nearest live chunks, optionally only labels `allowed(label)`."""
+        k = min(k, self.live)
+        if k <= 0:
+            return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float32)
+        self.index.set_ef(max(self.ef_search, k))
+        try:
+            labels, distances = self.index.knn_query(query, k=k, filter=allowed)
+        except RuntimeError:  # fewer than k reachable under the filter
+            if allowed is None:
+                raise
+            labels, distances = self.index.knn_query(query, k=max(1, k // 4), filter=allowed)
+        return labels[0], 1.0 - distances[0]
+
+    def vectors(self, labels: list[int]) -> np.ndarray:
+        return np.asarray(self.index.get_items(labels, return_type="numpy"), dtype=np.float32)
+
+    # -- persistence ---------------------------------------------------
+    def save(self, path: Path, *, model_id: str, log_offset: int) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        self.index.save_index(str(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        meta = IndexMeta(sha256=sha256_file(tmp), model_id=model_id, dim=self.dim, log_offset=log_offset,
+                         count=self.live)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+        atomic_write_bytes(meta_path(path), msgspec.json.encode(meta))
+
+    def load(self, path: Path, *, model_id: str, log_size: int) -> IndexMeta | None:
+        """Load the saved index if its sidecar vouches for it; None means rebuild."""
+        import hnswlib
+
+        try:
+            meta = msgspec.json.decode(meta_path(path).read_bytes(), type=IndexMeta)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        if meta.model_id != model_id or meta.dim != self.dim or meta.log_offset > log_size:
+            log.warning("%s: index is for another model or a longer log; rebuilding", path)
+            return None
+        try:
+            if sha256_file(path) != meta.sha256:
+                log.warning("%s: checksum mismatch; rebuilding the index from the log", path)
+                return None
+        except OSError:
+            return None
+        index = hnswlib.Index(space="ip", dim=self.dim)
+        index.load_index(str(path), allow_replace_deleted=True)
+        index.set_ef(self.ef_search)
+        index.set_num_threads(1)
+        self.index = index
+        self.live = meta.count
+        return meta
+
+
+def meta_path(path: Path) -> Path:
+    return path.with_name(path.name + ".meta.json")
