@@ -1,0 +1,83 @@
+"""Several client processes at once against one server; and a server killed with SIGKILL loses nothing it acknowledged."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from persmem_core.testing import tool_result
+
+HERE = Path(__file__).parent
+
+
+def test_concurrent_writers_and_readers_from_several_processes(persmem_server):
+    server = persmem_server(agents=["kite", "wren"])
+    procs = [
+        subprocess.Popen([sys.executable, str(HERE / "client_for_concurrency.py"), server.url,
+                          server.tokens["kite" if w % 2 else "wren"], str(w), "25"], stdout=subprocess.PIPE, text=True)
+        for w in range(4)
+    ]
+    outputs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert [o["errors"] for o in outputs] == [[], [], [], []]
+    ids = [i for o in outputs for i in o["ids"]]
+    assert len(ids) == 100 and len(set(ids)) == 100
+    stats = server.call_tool("memory_stats", {"project": "conc"}, agent="kite")
+    assert stats["count"] == 100 and stats["authors"] == {"kite": 50, "wren": 50}
+    server.stop()
+    restarted = type(server)(server.home, server.env, server.port, server.tokens).start()
+    try:
+        assert restarted.call_tool("memory_stats", {"project": "conc"}, agent="kite")["count"] == 100
+    finally:
+        restarted.stop()
+
+
+def test_server_killed_with_sigkill_keeps_every_acknowledged_memory(persmem_server):
+    server = persmem_server(agents=["kite"])
+    ids = [server.call_tool("memory_store", {"content": f"acknowledged fact {i} about the red kite", "dedup": False},
+                            agent="kite")["id"] for i in range(20)]
+    server.kill()
+    restarted = type(server)(server.home, server.env, server.port, server.tokens).start()
+    try:
+        for memory_id in ids:
+            assert restarted.call_tool("memory_get", {"memory_id": memory_id}, agent="kite")["id"] == memory_id
+        found = restarted.call_tool("memory_search", {"query": "red kite fact 7", "top_k": 3}, agent="kite")
+        assert "fact 7" in found["results"][0]["content"]
+    finally:
+        restarted.stop()
+
+
+def test_a_second_server_on_the_same_data_refuses_clearly(persmem_server, persmem_env):
+    server = persmem_server(agents=["kite"])
+    result = subprocess.run([sys.executable, "-m", "persmem_core", "memory", "stats"],
+                            env=server.env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "in use by another persmem process" in result.stderr
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content=st.one_of(st.text(max_size=3000), st.integers(), st.none(), st.just("\x00\ud7ff\U0010ffff")),
+    project=st.one_of(st.text(max_size=80), st.none(), st.just("../../etc")),
+    tags=st.one_of(st.text(max_size=200), st.lists(st.text(max_size=10), max_size=5)),
+    top_k=st.one_of(st.integers(-3, 40), st.text(max_size=3)),
+)
+def test_any_arguments_give_a_result_or_a_clear_error(shared_server, content, project, tags, top_k):
+    async def run():
+        async with shared_server.client("kite") as client:
+            stored = await client.call_tool("memory_store", {"content": content, "project": project, "tags": tags})
+            searched = await client.call_tool("memory_search", {"query": content, "top_k": top_k, "project": project})
+            alive = await client.call_tool("persmem_whoami", {})
+        return stored, searched, alive
+
+    stored, searched, alive = anyio.run(run)
+    for result in (stored, searched):
+        if result.is_error:
+            text = result.content[0].text
+            assert "Traceback" not in text and len(text) < 2000
+        else:
+            assert isinstance(tool_result(result), dict)
+    assert tool_result(alive)["agent"] == "kite"

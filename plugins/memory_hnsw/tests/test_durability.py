@@ -1,0 +1,195 @@
+"""Crash safety and corruption: kill -9 at random moments, torn tails, flipped bytes, a damaged index."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from persmem_memory_hnsw.collection import Collection, Filters, NewMemory
+from persmem_memory_hnsw.config import MemoryConfig
+from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return OnnxEmbedder(default_model_files()).load()
+
+
+def open_collection(folder, embedder, **cfg):
+    return Collection("memories", folder, embedder, MemoryConfig(**cfg)).open()
+
+
+def run_writer_until_killed(folder: Path, start: int, delay: float) -> list[str]:
+    proc = subprocess.Popen([sys.executable, str(HERE / "writer_for_kill.py"), str(folder), str(start)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    os.set_blocking(proc.stdout.fileno(), False)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    os.set_blocking(proc.stdout.fileno(), True)
+    lines = proc.stdout.read().splitlines()
+    return [line for line in lines if line and line[-1] != "\n"]
+
+
+def test_kill_9_sweep_loses_nothing_acknowledged(tmp_path, embedder):
+    """A writer is SIGKILLed at random moments; after each kill, every acknowledged write is present."""
+    folder = tmp_path / "memories"
+    rng = random.Random(7)
+    expected: dict[str, str] = {}  # id -> "present" | "deleted"
+    updated: dict[str, int] = {}
+    start, kills, deadline = 0, 0, time.monotonic() + 90
+    while time.monotonic() < deadline and kills < 40:
+        for line in run_writer_until_killed(folder, start, rng.uniform(0.05, 0.6)):
+            kind, memory_id, *rest = line.split()
+            if kind == "S":
+                expected[memory_id] = "present"
+            elif kind == "D":
+                expected[memory_id] = "deleted"
+            elif kind == "U":
+                updated[memory_id] = int(rest[0])
+        kills += 1
+        col = open_collection(folder, embedder)
+        for memory_id, state in expected.items():
+            if state == "present":
+                assert memory_id in col.memories, f"acknowledged {memory_id} lost after kill {kills}"
+            else:
+                assert memory_id not in col.memories, f"deleted {memory_id} came back after kill {kills}"
+        for memory_id, n in updated.items():
+            if expected.get(memory_id) == "present":
+                assert col.memories[memory_id].content.startswith(f"updated note number {n}")
+        hits = col.search("note about topic 3", top_k=5, filters=Filters(project="p"))
+        assert all(h.memory.id in col.memories for h in hits)
+        assert col.vectors.live == sum(len(m.labels) for m in col.memories.values())
+        col.close()
+        start = max([int(i[1:]) for i in expected] + [start]) + 1
+    assert kills >= 10 and len(expected) > 50
+
+
+def store_some(col, n=30, project="p", start=0):
+    items = [NewMemory(content=f"fact {i}: the {['red', 'green', 'blue'][i % 3]} server number {i}", project=project,
+                       type="note", tags=[f"t{i % 4}"], memory_id=f"m{i}") for i in range(start, start + n)]
+    return col.store(items, author="kite", dedup=False)
+
+
+def test_torn_tail_is_cut_and_the_store_opens(tmp_path, embedder):
+    folder = tmp_path / "c"
+    col = open_collection(folder, embedder)
+    store_some(col)
+    col.close()
+    log_path = folder / "records.log"
+    with open(log_path, "ab") as f:
+        f.write(b"\x10\x00\x00\x00garbage-that-is-a-torn-frame")
+    col = open_collection(folder, embedder)
+    assert len(col.memories) == 30
+    assert list(folder.glob("records.log.torn-*")), "the torn bytes are kept aside for inspection"
+    store_some(col, n=5, start=30)  # appending after the cut works
+    col.close()
+    assert len(open_collection(folder, embedder).memories) == 35
+
+
+def test_flipped_byte_in_the_log_loses_only_entries_after_it(tmp_path, embedder):
+    folder = tmp_path / "c"
+    col = open_collection(folder, embedder)
+    store_some(col, n=10)
+    size_after_10 = col.log.size
+    store_some(col, n=20, start=10)
+    col.close()
+    data = bytearray((folder / "records.log").read_bytes())
+    data[size_after_10 + 40] ^= 0xFF
+    (folder / "records.log").write_bytes(bytes(data))
+    col = open_collection(folder, embedder)
+    assert set(col.memories) == {f"m{i}" for i in range(10)}
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "delete", "meta"])
+def test_damaged_index_is_detected_and_rebuilt_not_loaded(tmp_path, embedder, damage):
+    folder = tmp_path / "c"
+    col = open_collection(folder, embedder)
+    store_some(col)
+    col.close()
+    index = folder / "vectors.hnsw"
+    if damage == "flip":
+        data = bytearray(index.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        index.write_bytes(bytes(data))
+    elif damage == "truncate":
+        index.write_bytes(index.read_bytes()[:100])
+    elif damage == "delete":
+        index.unlink()
+    else:
+        (folder / "vectors.hnsw.meta.json").write_text("{not json")
+    col = open_collection(folder, embedder)
+    hits = col.search("green server", top_k=3, filters=Filters(), mode="dense")
+    assert hits and "green" in hits[0].memory.content
+    assert col.vectors.live == 30
+
+
+def test_updates_and_deletes_do_not_grow_disk_without_bound(tmp_path, embedder):
+    folder = tmp_path / "c"
+    col = open_collection(folder, embedder)
+    store_some(col, n=20)
+    for round_ in range(40):
+        for i in range(20):
+            col.update(f"m{i}", author="kite", content=f"fact {i} revision {round_} with some padding text " * 3)
+    log_size = (folder / "records.log").stat().st_size
+    index_cap = col.vectors.index.get_max_elements()
+    assert log_size < 3_000_000, "the log is compacted"
+    assert index_cap <= 4096, "deleted slots are reused"
+    col.close()
+    col = open_collection(folder, embedder)
+    assert col.memories["m5"].version == 41 and "revision 39" in col.memories["m5"].content
+    assert len(col.memories["m5"].history) == 40
+
+
+def test_another_model_is_refused_until_reindex(tmp_path, embedder):
+    folder = tmp_path / "c"
+    col = open_collection(folder, embedder)
+    store_some(col, n=5)
+    col.close()
+
+    class OtherModel:
+        model_id, dim = "some-other-model", embedder.dim
+
+        def load(self):
+            return self
+
+        def embed_chunks(self, texts):
+            return [np.ones((1, self.dim), dtype=np.float32) / np.sqrt(self.dim) for _ in texts]
+
+    from persmem_core import UserError
+
+    with pytest.raises(UserError, match="reindex"):
+        Collection("memories", folder, OtherModel(), MemoryConfig()).open()
+    col = Collection("memories", folder, OtherModel(), MemoryConfig()).open(reindex=True)
+    assert len(col.memories) == 5
+    col.close()
+    Collection("memories", folder, OtherModel(), MemoryConfig()).open().close()
+
+
+def test_failed_write_reports_failure_and_leaves_nothing(tmp_path, embedder, monkeypatch):
+    folder = tmp_path / "c"
+    col = open_collection(folder, embedder)
+    store_some(col, n=3)
+    real_fsync = os.fsync
+
+    def failing_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError):
+        col.store([NewMemory(content="will not be stored", project="p", type="note", tags=[], memory_id="nope")],
+                  author="kite")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert "nope" not in col.memories
+    col.close()
+    reopened = open_collection(folder, embedder)
+    assert "nope" not in reopened.memories and len(reopened.memories) == 3
