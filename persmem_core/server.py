@@ -81,6 +81,7 @@ def build_http_app(host: Host, *, bind_host: str, port: int):
         app=mcp_server._lowlevel_server,
         security_settings=security,
         max_request_body_size=server_cfg.max_body_bytes,
+        json_response=server_cfg.json_response,
     )
 
     class MCPEndpoint:

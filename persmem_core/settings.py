@@ -48,6 +48,10 @@ class ServerConfig(ConfigSection):
         Meta(description="Agent for stdio without --agent, and for HTTP on loopback while no agent has credentials."),
     ] = "local"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    json_response: Annotated[
+        bool, Meta(description="Answer MCP POSTs with plain JSON instead of an SSE stream (both are valid MCP; "
+                   "JSON is faster, SSE lets long tools stream progress).")
+    ] = True
 
 
 class PluginsConfig(ConfigSection):

@@ -6,27 +6,17 @@ Nothing heavy is imported here: onnxruntime and hnswlib load in `startup`.
 from __future__ import annotations
 
 from persmem_core import hookimpl
-from persmem_core.hookspecs import hookspec
 
+from . import hookspecs
 from .config import MemoryConfig
 
 DATA_FOLDER = "memory"
 _services: dict[int, object] = {}
 
 
-class MemoryHookSpecs:
-    @hookspec
-    def register_embedders(register):
-        """Offer an embedding model: `register(name, factory)`; factory() returns an embedder (see embedder.py)."""
-
-    @hookspec
-    def inbox_summary(agent):
-        """For chorus_init: {"unread": n, "messages": [...]} for `agent`, from whichever plugin holds mail."""
-
-
 @hookimpl
 def add_hookspecs(add):
-    add(MemoryHookSpecs)
+    add(hookspecs)
 
 
 @hookimpl

@@ -1,0 +1,13 @@
+"""Hooks the memory plugin asks other plugins, without importing them."""
+
+from persmem_core.hookspecs import hookspec
+
+
+@hookspec
+def register_embedders(register):
+    """Offer an embedding model: `register(name, factory)`; factory() returns an embedder like embedder.OnnxEmbedder."""
+
+
+@hookspec
+def inbox_summary(agent):
+    """For chorus_init: {"unread": n, "messages": [...]} for `agent`, from whichever plugin holds mail."""
