@@ -14,3 +14,21 @@ def test_startup_benchmark_quick_run_prints_its_table():
     )
     assert result.returncode == 0, result.stderr
     assert "| persmem --help |" in result.stdout and "tools/list" in result.stdout
+
+
+def test_memory_benchmark_quick_run_prints_its_table():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_memory.py"), "--quick", "--no-peer"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "search p95 ms, project filter" in result.stdout and "RSS after load" in result.stdout
+
+
+def test_locomo_benchmark_quick_run_prints_its_table():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_locomo.py"), "--quick"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| session |" in result.stdout and "| dialog |" in result.stdout
