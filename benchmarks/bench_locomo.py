@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import tempfile
@@ -78,16 +77,12 @@ async def run(server, convs, granularities, ks=(5, 10)) -> dict:
 
 def main(quick: bool = False) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
-    from persmem_core.agents import AgentStore
-    from persmem_core.testing import RunningServer, free_port
+    from persmem_core.testing import start_server
 
     convs = json.loads(DATA.read_text())
     if quick:
         convs = convs[:1]
-    home = Path(tempfile.mkdtemp(prefix="persmem-locomo-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_")} | {"PERSMEM_HOME": str(home)}
-    token = AgentStore(home).add("bench").token
-    server = RunningServer(home, env, free_port(), {"bench": token}).start()
+    server = start_server(Path(tempfile.mkdtemp(prefix="persmem-locomo-")), agents=("bench",))
     start = time.perf_counter()
     try:
         results = anyio.run(run, server, convs, ["session", "dialog"])

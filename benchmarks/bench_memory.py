@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -96,13 +95,10 @@ async def first_search(server) -> None:
 
 
 def run_persmem(texts, queries, n_store) -> dict:
-    from persmem_core.agents import AgentStore
-    from persmem_core.testing import RunningServer, free_port
+    from persmem_core.testing import RunningServer, free_port, start_server
 
-    home = Path(tempfile.mkdtemp(prefix="persmem-bench-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_")} | {"PERSMEM_HOME": str(home)}
-    tokens = {"bench": AgentStore(home).add("bench").token}
-    server = RunningServer(home, env, free_port(), tokens).start()
+    server = start_server(Path(tempfile.mkdtemp(prefix="persmem-bench-")), agents=("bench",))
+    home, env, tokens = server.home, server.env, server.tokens
     try:
         result = anyio.run(persmem_workload, server, texts, queries, n_store)
         result["rss_mb"] = rss_mb(server.process.pid)

@@ -154,15 +154,25 @@ class RunningServer:
         return anyio.run(call)
 
 
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without PERSMEM_* variables, with PERSMEM_HOME=home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_")}
+    return env | {"PERSMEM_HOME": str(home)} | extra
+
+
+def start_server(home: Path, agents=(), env: dict[str, str] | None = None, timeout: float = 60.0) -> RunningServer:
+    """Create `agents` (tokens in `.tokens`) in `home` and start `persmem serve` there on a free port."""
+    store = AgentStore(home)
+    tokens = {name: store.add(name).token for name in agents}
+    return RunningServer(home, env or clean_env(home), free_port(), tokens).start(timeout)
+
+
 @pytest.fixture
 def persmem_env(tmp_path):
     """Returns make_env(**extra) -> environment with a fresh PERSMEM_HOME under tmp_path."""
 
     def make_env(**extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_")}
-        env["PERSMEM_HOME"] = str(tmp_path / "home")
-        env.update(extra)
-        return env
+        return clean_env(tmp_path / "home", **extra)
 
     return make_env
 
@@ -192,11 +202,9 @@ def persmem_server(persmem_env) -> Iterator[Any]:
             home = home.with_name(f"home{len(started)}")
             environ["PERSMEM_HOME"] = str(home)
         write_config(home, config)
-        store = AgentStore(home)
-        tokens = {name: store.add(name).token for name in agents}
-        server = RunningServer(home, environ, free_port(), tokens)
+        server = start_server(home, agents, environ)
         started.append(server)
-        return server.start()
+        return server
 
     yield start
     for server in started:

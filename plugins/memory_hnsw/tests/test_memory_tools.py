@@ -8,18 +8,11 @@ from persmem_core.testing import ToolCallError
 
 
 @pytest.fixture(scope="module")
-def server(request, tmp_path_factory):
+def server(tmp_path_factory):
     """One server for the module (model loading is the slow part); tests use their own projects."""
-    import os
+    from persmem_core.testing import start_server
 
-    from persmem_core.agents import AgentStore
-    from persmem_core.testing import RunningServer, free_port
-
-    home = tmp_path_factory.mktemp("home")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_")} | {"PERSMEM_HOME": str(home)}
-    store = AgentStore(home)
-    tokens = {name: store.add(name).token for name in ("kite", "wren")}
-    running = RunningServer(home, env, free_port(), tokens).start()
+    running = start_server(tmp_path_factory.mktemp("home"), agents=("kite", "wren"))
     yield running
     running.stop()
 
