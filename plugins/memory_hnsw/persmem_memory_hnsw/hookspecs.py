@@ -9,5 +9,6 @@ def register_embedders(register):
 
 
 @hookspec
-def inbox_summary(agent):
-    """For chorus_init: {"unread": n, "messages": [...]} for `agent`, from whichever plugin holds mail."""
+def inbox_summary(host, agent):
+    """For chorus_init: {"available": True, "unread": n, "messages": [...]} for `agent`, from whichever
+    plugin holds mail (nothing is marked read); None if this plugin has nothing to say."""

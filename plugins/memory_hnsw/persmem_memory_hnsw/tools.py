@@ -234,7 +234,7 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50,
                         predicate=lambda m: m.author == me or me in m.tags or "all" in m.tags)
     handoffs = col.recent(types={"handoff"}, project=project, limit=3)
-    inbox = [r for r in call.host.hook.inbox_summary(agent=me) if r is not None]
+    inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
     return {
         "agent": me,
         "project": project,

@@ -1,0 +1,323 @@
+"""The mail root: which mailboxes exist, who may read what, and the operations the tools expose.
+
+Rules:
+- the sender of a message is the authenticated caller, never a tool argument;
+- an agent reads (and claims) only its own inbox; `[amq] readers` lets an agent look into other
+  inboxes without claiming anything (a human operator, a supervisor agent);
+- the roster is: `[amq] agents` + the agents of `persmem agent add` + mailboxes already on disk.
+  Mailboxes are created on first delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from persmem_core import UserError
+from persmem_core.agents import NAME_RE
+
+from .config import AmqConfig
+from .maildir import Entry, Mailbox, Quarantined
+from .message import ID_RE, KINDS, PRIORITIES, PRIORITY_RANK, SUFFIX, Header, encode, new_id, now_iso
+
+log = logging.getLogger("persmem.amq")
+
+
+def normalize(name: str) -> str:
+    return name.strip().lower() if isinstance(name, str) else name
+
+
+class MailStore:
+    def __init__(self, root: Path, config: AmqConfig, registered_agents: Callable[[], Iterable[str]] = tuple):
+        self.root = root
+        self.config = config
+        self._registered = registered_agents
+        self._boxes: dict[str, Mailbox] = {}
+        self._lock = threading.Lock()
+        self.changed = threading.Condition()
+        self.generation = 0  # bumped on every send/claim in this process (the event stream wakes on it)
+
+    # -- roster ----------------------------------------------------------------------------------------
+    def open(self) -> MailStore:
+        self.root.mkdir(parents=True, exist_ok=True)
+        removed = sum(self.box(name).clean_tmp(self.config.tmp_max_age_hours * 3600) for name in self.on_disk())
+        if removed:
+            log.info("amq: removed %d interrupted deliveries from tmp/", removed)
+        return self
+
+    def on_disk(self) -> list[str]:
+        try:
+            return sorted(n for n in os.listdir(self.root) if NAME_RE.match(n) and (self.root / n / "inbox").is_dir())
+        except FileNotFoundError:
+            return []
+
+    def roster(self) -> list[str]:
+        names = set(self.config.agents) | set(self._registered()) | set(self.on_disk())
+        return sorted(n for n in names if NAME_RE.match(n))
+
+    def box(self, name: str) -> Mailbox:
+        with self._lock:
+            box = self._boxes.get(name)
+            if box is None:
+                box = self._boxes[name] = Mailbox(self.root / name, self.config.max_file_bytes)
+            return box
+
+    def _known(self, name: str, role: str, caller: str) -> str:
+        name = normalize(name)
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise UserError(f"{role} {name!r} is not an agent name; agents are: {', '.join(self.roster())}.")
+        if name != caller and name not in self.roster():
+            raise UserError(f"unknown {role} {name!r}; agents are: {', '.join(self.roster())}. "
+                            "Add one with `persmem agent add NAME` or [amq] agents in persmem.toml.")
+        return name
+
+    def readable(self, caller: str) -> set[str] | None:
+        """Inboxes `caller` may look into besides its own; None means all."""
+        granted = self.config.readers.get(caller, [])
+        return None if "*" in granted else set(granted)
+
+    def inbox_for(self, caller: str, agent: str, tool: str) -> str:
+        """The inbox a tool call looks at: the caller's own, or one `[amq] readers` grants."""
+        agent = normalize(agent) or caller
+        if agent == caller:
+            return caller
+        granted = self.readable(caller)
+        if granted is None or agent in granted:
+            return self._known(agent, "agent", caller)
+        raise UserError(f"you are authenticated as {caller!r}; {tool} reads only your own inbox "
+                        f"(leave `agent` empty or pass {caller!r}). An operator can grant more with "
+                        f"[amq] readers = {{{caller} = [\"{agent}\"]}}.")
+
+    # -- sending ---------------------------------------------------------------------------------------
+    def send(self, caller: str, to: str | list[str], body: str, subject: str = "", kind: str = "message",
+             priority: str = "normal", reply_to: str | None = None, thread: str | None = None) -> dict:
+        recipients = self._recipients(caller, to)
+        kind, priority = self._check_kind(kind), self._check_priority(priority)
+        if not isinstance(body, str) or not body.strip():
+            raise UserError("body is empty; write the message in `body` (Markdown).")
+        if len(body) > self.config.max_body_chars:
+            raise UserError(f"body is {len(body):,} characters; the limit is {self.config.max_body_chars:,} "
+                            "([amq] max_body_chars). Split it into several messages or store it as a memory and send its id.")
+        subject = " ".join(subject.split()) if isinstance(subject, str) else subject
+        if len(subject) > self.config.max_subject_chars:
+            raise UserError(f"subject is {len(subject):,} characters; the limit is {self.config.max_subject_chars}.")
+        for label, value in (("reply_to", reply_to), ("thread", thread)):
+            if value and not ID_RE.fullmatch(value):
+                raise UserError(f"{label} {value!r} is not a message id (ids look like 20261122T185527-123456_kite_9f1c2ab4).")
+        msg_id = new_id(caller)
+        header = Header(id=msg_id, sender=caller, to=recipients[0], subject=subject, kind=kind, priority=priority,
+                        created=now_iso(), thread=thread or (reply_to and self._thread_of(caller, reply_to)) or None,
+                        reply_to=reply_to or None, recipients=recipients if len(recipients) > 1 else None)
+        delivered = []
+        for rcpt in recipients:
+            header = _replace(header, to=rcpt)
+            self._deliver(rcpt, header, body)
+            delivered.append(rcpt)
+        self._bump()
+        result = {"status": "delivered", "id": header.id, "from": caller, "to": recipients[0] if len(recipients) == 1 else delivered,
+                  "subject": subject}
+        if header.thread:
+            result["thread"] = header.thread
+        return result
+
+    def _deliver(self, rcpt: str, header: Header, body: str) -> None:
+        box = self.box(rcpt)
+        for _ in range(5):
+            try:
+                box.deliver(header.id + SUFFIX, encode(header, body))
+                return
+            except FileExistsError:  # the same id twice in one microsecond: take another random part
+                header = _replace(header, id=new_id(header.sender))
+            except OSError as exc:
+                log.error("amq: delivery to %s failed: %s", rcpt, exc)
+                raise UserError(f"delivery to {rcpt!r} failed ({exc.strerror or exc}); the message was not sent"
+                                + (" to the others either" if header.recipients else "")
+                                + ". Check disk space and permissions of the mail root (persmem doctor).") from None
+        raise UserError("could not find a free message name after 5 tries; try again.")
+
+    def _recipients(self, caller: str, to) -> list[str]:
+        names = to if isinstance(to, list) else str(to).replace(";", ",").split(",")
+        names = [normalize(n) for n in names if isinstance(n, str) and n.strip()]
+        if not names:
+            raise UserError(f"no recipient; set to_agent to one of: {', '.join(self.roster())} (or several, comma-separated).")
+        if names in (["all"], ["*"]):
+            names = [n for n in self.roster() if n != caller]
+            if not names:
+                raise UserError("there is nobody else to send to yet; add agents with `persmem agent add NAME`.")
+        out: list[str] = []
+        for name in names:
+            name = self._known(name, "recipient", caller)
+            if name == caller:
+                raise UserError("cannot send to yourself; store a memory instead (memory_store).")
+            if name not in out:
+                out.append(name)
+        if len(out) > self.config.max_recipients:
+            raise UserError(f"{len(out)} recipients; the limit is {self.config.max_recipients} ([amq] max_recipients).")
+        return out
+
+    @staticmethod
+    def _check_kind(kind: str) -> str:
+        kind = normalize(kind) or "message"
+        if kind not in KINDS:
+            raise UserError(f"unknown kind {kind!r}; use one of: {', '.join(KINDS)}.")
+        return kind
+
+    @staticmethod
+    def _check_priority(priority: str) -> str:
+        priority = normalize(priority) or "normal"
+        if priority not in PRIORITIES:
+            raise UserError(f"unknown priority {priority!r}; use one of: {', '.join(PRIORITIES)}.")
+        return priority
+
+    def _thread_of(self, caller: str, msg_id: str) -> str | None:
+        entry = self.box(caller).get(msg_id + SUFFIX)
+        return (entry.message.header.thread or entry.id) if entry else msg_id
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def check(self, caller: str, agent: str = "", kind: str = "", priority: str = "", sender: str = "") -> dict:
+        inbox = self.inbox_for(caller, agent, "amq_check")
+        entries, bad = self.box(inbox).scan(("new",))
+        entries = self._filter(entries, kind, priority, sender)
+        entries.sort(key=lambda e: (PRIORITY_RANK.get(e.message.header.priority, 1), e.message.header.created))
+        return _with_problems({"agent": inbox, "new_count": len(entries),
+                               "messages": [headers(e) for e in entries]}, bad)
+
+    def read(self, caller: str, agent: str, msg_id: str) -> dict:
+        inbox = self.inbox_for(caller, agent, "amq_read")
+        name = self._name(msg_id)
+        box = self.box(inbox)
+        entry = box.get(name)
+        if entry is None:
+            raise UserError(f"message not found: {msg_id!r} in {inbox}'s inbox; amq_check lists unread ids, "
+                            "amq_history read ones.")
+        claimed = False
+        if entry.folder == "new" and inbox == caller:
+            claimed = box.claim(name)
+            self._bump()
+        out = full(entry)
+        out["status"] = "read" if claimed or entry.folder == "cur" else "unread"
+        out["claimed"] = claimed
+        return out
+
+    def read_header(self, caller: str, msg_id: str) -> Header:
+        """The header of a message in `caller`'s own inbox (for replies); nothing is claimed."""
+        entry = self.box(caller).get(self._name(msg_id))
+        if entry is None:
+            raise UserError(f"message not found: {msg_id!r} in your inbox; amq_check and amq_history list ids.")
+        return entry.message.header
+
+    def history(self, caller: str, agent: str = "", limit: int = 10, kind: str = "", priority: str = "",
+                sender: str = "", thread: str = "") -> dict:
+        inbox = self.inbox_for(caller, agent, "amq_history")
+        limit = _limit(limit, 1000)
+        entries, bad = self.box(inbox).scan()
+        entries = self._filter(entries, kind, priority, sender, thread)
+        entries.sort(key=lambda e: e.message.header.created, reverse=True)
+        msgs = [headers(e) | {"status": "unread" if e.folder == "new" else "read"} for e in entries[:limit]]
+        return _with_problems({"agent": inbox, "total": len(msgs), "messages": msgs}, bad)
+
+    def visible_entries(self, caller: str) -> tuple[list[tuple[str, Entry]], list[Quarantined]]:
+        """(mailbox, entry) for every message `caller` may see: its inbox, mail it sent, granted inboxes."""
+        granted = self.readable(caller)
+        out, bad = [], []
+        for name in self.on_disk():
+            entries, problems = self.box(name).scan()
+            bad += problems
+            whole = name == caller or granted is None or name in granted
+            out += [(name, e) for e in entries if whole or e.message.header.sender == caller]
+        return out, bad
+
+    def timeline(self, caller: str, limit: int = 20, kind: str = "", priority: str = "", sender: str = "") -> dict:
+        limit = _limit(limit, 50)
+        pairs, bad = self.visible_entries(caller)
+        kept = {id(e) for e in self._filter([e for _, e in pairs], kind, priority, sender)}
+        pairs = sorted((p for p in pairs if id(p[1]) in kept), key=lambda p: p[1].message.header.created, reverse=True)
+        msgs = [headers(e) | {"to": box, "status": "unread" if e.folder == "new" else "read"} for box, e in pairs[:limit]]
+        return _with_problems({"total": len(msgs), "messages": msgs}, bad)
+
+    def thread(self, caller: str, thread_id: str) -> dict:
+        self._name(thread_id)
+        pairs, bad = self.visible_entries(caller)
+        seen, msgs = set(), []
+        for box, e in sorted(pairs, key=lambda p: p[1].message.header.created):
+            h = e.message.header
+            if (h.thread or e.id) == thread_id or e.id == thread_id:
+                if (e.id, box) not in seen:
+                    seen.add((e.id, box))
+                    msgs.append(full(e) | {"to": box, "status": "unread" if e.folder == "new" else "read"})
+        if not msgs:
+            raise UserError(f"no messages you can see in thread {thread_id!r}.")
+        return _with_problems({"thread": thread_id, "total": len(msgs), "messages": msgs}, bad)
+
+    def agents(self, caller: str) -> dict:
+        out = []
+        for name in self.roster():
+            box = self.box(name)
+            out.append({"agent": name, "unread": box.unread_count(), "you": name == caller,
+                        "mailbox": box.exists()})
+        return {"agents": out}
+
+    def unread_counts(self) -> dict[str, int]:
+        return {name: self.box(name).unread_count() for name in self.roster()}
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _filter(self, entries: list[Entry], kind: str = "", priority: str = "", sender: str = "",
+                thread: str = "") -> list[Entry]:
+        kind = self._check_kind(kind) if kind else ""
+        priority = self._check_priority(priority) if priority else ""
+        sender = normalize(sender)
+        return [e for e in entries
+                if (not kind or e.message.header.kind == kind)
+                and (not priority or e.message.header.priority == priority)
+                and (not sender or e.message.header.sender == sender)
+                and (not thread or (e.message.header.thread or e.id) == thread)]
+
+    @staticmethod
+    def _name(msg_id: str) -> str:
+        if not isinstance(msg_id, str) or not ID_RE.fullmatch(msg_id):
+            raise UserError(f"invalid msg_id {str(msg_id)[:80]!r}: pass an id from amq_check or amq_history "
+                            "(letters, digits, '_', '.', '-').")
+        return msg_id if msg_id.endswith(SUFFIX) else msg_id + SUFFIX
+
+    def _bump(self) -> None:
+        with self.changed:
+            self.generation += 1
+            self.changed.notify_all()
+
+
+def headers(entry: Entry) -> dict:
+    h = entry.message.header
+    out = {"id": entry.id, "from": h.sender, "to": h.to, "subject": h.subject, "kind": h.kind,
+           "priority": h.priority, "created": h.created}
+    for key in ("thread", "reply_to", "recipients"):
+        if getattr(h, key) is not None:
+            out[key] = getattr(h, key)
+    return out
+
+
+def full(entry: Entry) -> dict:
+    return {"schema": entry.message.header.schema} | headers(entry) | {"body": entry.message.body,
+                                                                       "_filename": entry.name}
+
+
+def _replace(header: Header, **changes) -> Header:
+    import msgspec
+
+    return msgspec.structs.replace(header, **changes)
+
+
+def _limit(limit: int, most: int) -> int:
+    if not isinstance(limit, int) or limit < 1:
+        raise UserError(f"limit must be a whole number from 1 to {most}.")
+    return min(limit, most)
+
+
+def _with_problems(result: dict, bad: list[Quarantined]) -> dict:
+    if bad:
+        result["quarantined"] = [{"file": b.name, "folder": b.folder, "reason": b.reason} for b in bad]
+        result["note"] = ("some files in the mailbox were not valid messages; they were moved to the mailbox's "
+                          "quarantine/ folder (see persmem doctor)")
+    return result

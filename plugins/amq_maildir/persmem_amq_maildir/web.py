@@ -1,0 +1,107 @@
+"""GET /amq/... : unread counts, the recent feed and a live event stream, for the dashboard and Chorus.
+
+Mounted by the host with `auth="agent"`: every request carries an agent's bearer token (or secret
+path); the caller sees counts for every mailbox but message headers only for mail it may see (sent to it,
+sent by it, or in an inbox `[amq] readers` grants it).
+
+- GET /amq/unread            -> {"you": "kite", "unread": {"kite": 0, "wren": 2}}
+- GET /amq/messages?limit=20 -> {"messages": [...]} newest first, with bodies (the amq_timeline view)
+- GET /amq/events            -> text/event-stream: `unread` (counts, at once and on every change) and
+                                `message` (headers of each newly delivered message you may see)
+"""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from persmem_core import UserError
+
+from .maildir import Entry
+from .store import MailStore, full, headers
+
+PING_SECONDS = 15
+WAKE_SECONDS = 0.1  # how often a stream looks for sends made by this process
+
+
+def build_app(get_store) -> Starlette:
+    def caller(request: Request) -> str:
+        return request.scope["persmem.agent"]
+
+    async def unread(request: Request) -> JSONResponse:
+        store: MailStore = get_store()
+        counts = await anyio.to_thread.run_sync(store.unread_counts)
+        return JSONResponse({"you": caller(request), "unread": counts})
+
+    async def messages(request: Request) -> JSONResponse:
+        store: MailStore = get_store()
+        try:
+            limit = int(request.query_params.get("limit", "20"))
+            result = await anyio.to_thread.run_sync(lambda: _feed(store, caller(request), limit))
+        except (ValueError, UserError) as exc:
+            return JSONResponse({"error": str(exc) if isinstance(exc, UserError) else "limit must be a number"},
+                                status_code=400)
+        return JSONResponse(result)
+
+    async def events(request: Request) -> EventSourceResponse:
+        store: MailStore = get_store()
+        return EventSourceResponse(_stream(store, caller(request)), ping=PING_SECONDS)
+
+    return Starlette(routes=[Route("/unread", unread), Route("/messages", messages), Route("/events", events)])
+
+
+def _feed(store: MailStore, caller: str, limit: int) -> dict:
+    if not 1 <= limit <= 200:
+        raise UserError("limit must be from 1 to 200.")
+    pairs, _ = store.visible_entries(caller)
+    pairs.sort(key=lambda p: p[1].message.header.created, reverse=True)
+    return {"you": caller, "messages": [full(e) | {"to": box, "status": "unread" if e.folder == "new" else "read"}
+                                        for box, e in pairs[:limit]]}
+
+
+def _snapshot(store: MailStore, caller: str) -> tuple[dict[str, int], dict[tuple[str, str], Entry | None]]:
+    """Unread counts per mailbox, and the unread messages the caller may see."""
+    counts, visible = {}, {}
+    granted = store.readable(caller)
+    for name in store.roster():
+        box = store.box(name)
+        names = box.names("new")
+        counts[name] = len(names)
+        for file in names:
+            visible[(name, file)] = None
+        whole = name == caller or granted is None or name in granted
+        for file in names:
+            entry = box.get(file)
+            if entry is None or not (whole or entry.message.header.sender == caller):
+                visible.pop((name, file), None)
+            else:
+                visible[(name, file)] = entry
+    return counts, visible
+
+
+async def _stream(store: MailStore, caller: str):
+    counts, seen = await anyio.to_thread.run_sync(_snapshot, store, caller)
+    yield {"event": "unread", "data": json.dumps({"you": caller, "unread": counts})}
+    generation = store.generation
+    waited = 0.0
+    while True:
+        await anyio.sleep(WAKE_SECONDS)
+        waited += WAKE_SECONDS
+        if store.generation == generation and waited < store.config.poll_seconds:
+            continue
+        generation, waited = store.generation, 0.0
+        new_counts, now = await anyio.to_thread.run_sync(_snapshot, store, caller)
+        for key, entry in now.items():
+            if key not in seen and entry is not None:
+                yield {"event": "message", "id": entry.id,
+                       "data": json.dumps(headers(entry) | {"to": key[0], "status": "unread"})}
+        seen = now
+        if new_counts != counts:
+            counts = new_counts
+            yield {"event": "unread", "data": json.dumps({"you": caller, "unread": counts})}

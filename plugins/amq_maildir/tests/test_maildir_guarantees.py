@@ -1,0 +1,160 @@
+"""The Maildir guarantees, on the files: no partial message ever visible, unique names, no clobbering,
+durable acknowledged sends under kill -9, exactly one claimant, stale tmp cleaned, bad files quarantined."""
+
+import errno
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from persmem_amq_maildir import maildir
+from persmem_amq_maildir.message import decode
+from persmem_core import UserError
+
+HERE = Path(__file__).parent
+
+
+def inbox(store, agent):
+    return store.root / agent / "inbox"
+
+
+def test_send_writes_persmem_layout_and_nothing_is_left_in_tmp(store):
+    result = store.send("kite", "wren", "Hello **wren**", subject="hi", kind="question", priority="urgent")
+    files = os.listdir(inbox(store, "wren") / "new")
+    assert files == [result["id"] + ".md"]
+    assert os.listdir(inbox(store, "wren") / "tmp") == [] and os.listdir(inbox(store, "wren") / "cur") == []
+    message = decode((inbox(store, "wren") / "new" / files[0]).read_bytes())
+    assert (message.header.sender, message.header.to, message.header.kind, message.body) == (
+        "kite", "wren", "question", "Hello **wren**")
+    assert oct((inbox(store, "wren") / "new" / files[0]).stat().st_mode & 0o777) == "0o600"
+
+
+def test_names_are_unique_and_delivery_never_clobbers(store):
+    ids = {store.send("kite", "wren", f"m{i}")["id"] for i in range(300)}
+    assert len(ids) == 300 and len(os.listdir(inbox(store, "wren") / "new")) == 300
+    box = store.box("wren")
+    name = sorted(os.listdir(inbox(store, "wren") / "new"))[0]
+    before = (inbox(store, "wren") / "new" / name).read_bytes()
+    with pytest.raises(FileExistsError):
+        box.deliver(name, b"---json\n{}\n---\nclobber\n")
+    assert (inbox(store, "wren") / "new" / name).read_bytes() == before
+    assert os.listdir(inbox(store, "wren") / "tmp") == []
+
+
+@pytest.mark.parametrize("step", ["write", "fsync-file", "link", "fsync-dir"])
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_injected_io_errors_report_failure_and_leave_nothing_visible(store, monkeypatch, step, code):
+    store.send("kite", "wren", "first")  # the mailbox exists; the failure hits a real delivery
+    real = {"write": os.write, "fsync": os.fsync, "link": os.link}
+    calls = {"fsync": 0}
+
+    def fail(*_a, **_k):
+        raise OSError(code, os.strerror(code))
+
+    if step == "write":
+        monkeypatch.setattr(maildir.os, "write", fail)
+    elif step == "link":
+        monkeypatch.setattr(maildir.os, "link", fail)
+    else:
+        def fsync(fd):
+            calls["fsync"] += 1
+            is_dir = os.path.isdir(f"/proc/self/fd/{fd}")
+            if (step == "fsync-dir") == is_dir:
+                fail()
+            return real["fsync"](fd)
+
+        monkeypatch.setattr(maildir.os, "fsync", fsync)
+    with pytest.raises(UserError, match=os.strerror(code)):
+        store.send("kite", "wren", "second, must not appear")
+    monkeypatch.undo()
+    new = inbox(store, "wren") / "new"
+    bodies = [decode((new / n).read_bytes()).body for n in os.listdir(new)]
+    assert bodies == ["first"] and os.listdir(inbox(store, "wren") / "tmp") == []
+    assert store.check("wren")["new_count"] == 1
+
+
+def test_kill_9_sweep_loses_no_acknowledged_send(tmp_path):
+    root = tmp_path / "amq"
+    acknowledged: dict[str, int] = {}
+    deadline = time.monotonic() + 20
+    kills = 0
+    while time.monotonic() < deadline and kills < 150:
+        proc = subprocess.Popen([sys.executable, str(HERE / "writer_for_kill.py"), str(root)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(random.uniform(0.0, 0.05))
+        proc.kill()
+        out, _ = proc.communicate()
+        kills += 1
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "S":
+                acknowledged[parts[1]] = int(parts[2])
+    assert kills >= 20 and len(acknowledged) > 50
+    new = root / "wren" / "inbox" / "new"
+    visible = {}
+    for name in os.listdir(new):
+        message = decode((new / name).read_bytes())  # every visible file parses: nothing partial
+        visible[name[:-3]] = message
+    for msg_id, i in acknowledged.items():
+        assert visible[msg_id].header.subject == f"n{i}"
+        assert visible[msg_id].body == f"message {i} " + "x" * (i % 3000)
+
+
+def test_exactly_one_of_several_processes_claims_each_message(store, tmp_path):
+    ids = [store.send("kite", "wren", f"claim me {i}")["id"] for i in range(200)]
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, str(HERE / "claimer.py"), str(store.root / "wren"), str(go)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(6)]
+    time.sleep(0.5)
+    go.touch()
+    won = [name for p in procs for name in json.loads(p.communicate(timeout=60)[0])["won"]]
+    assert sorted(won) == sorted(i + ".md" for i in ids)  # each message exactly once, none lost
+    assert len(os.listdir(inbox(store, "wren") / "cur")) == 200 and os.listdir(inbox(store, "wren") / "new") == []
+
+
+def test_stale_tmp_files_are_cleaned_at_open_fresh_ones_kept(store):
+    store.send("kite", "wren", "make the mailbox")
+    tmp = inbox(store, "wren") / "tmp"
+    (tmp / "old.md").write_text("interrupted long ago")
+    (tmp / "fresh.md").write_text("being written right now")
+    old = time.time() - 40 * 3600
+    os.utime(tmp / "old.md", (old, old))
+    type(store)(store.root, store.config).open()
+    assert os.listdir(tmp) == ["fresh.md"]
+
+
+def hostile_files(new: Path):
+    (new / "empty.md").write_bytes(b"")
+    (new / "no-frontmatter.md").write_text("just text\n")
+    (new / "unclosed.md").write_text('---json\n{"id": "x"\n')
+    (new / "bad-json.md").write_text("---json\n{not json}\n---\nbody\n")
+    (new / "missing-fields.md").write_text('---json\n{"schema": 1}\n---\nbody\n')
+    (new / "wrong-types.md").write_text('---json\n{"id": 5, "from": [], "to": "wren", "created": 1}\n---\nb\n')
+    (new / "latin1.md").write_bytes(b'---json\n{"id":"a","from":"kite","to":"wren","created":"x"}\n---\n\xff\xfe\n')
+    (new / "huge.md").write_bytes(b'---json\n{"id":"h","from":"kite","to":"wren","created":"x"}\n---\n' + b"a" * 5_000_000)
+    os.symlink("/etc/passwd", new / "symlink.md")
+    os.mkfifo(new / "fifo.md")
+    (new / "folder.md").mkdir()
+
+
+def test_malformed_and_hostile_files_are_quarantined_and_reported_never_crash(store):
+    good = store.send("kite", "wren", "the one real message")["id"]
+    new = inbox(store, "wren") / "new"
+    hostile_files(new)
+    checked = store.check("wren")
+    assert [m["id"] for m in checked["messages"]] == [good]
+    reported = {q["file"] for q in checked["quarantined"]}
+    assert reported == {"empty.md", "no-frontmatter.md", "unclosed.md", "bad-json.md", "missing-fields.md",
+                        "wrong-types.md", "latin1.md", "huge.md", "symlink.md", "fifo.md", "folder.md"}
+    assert os.listdir(new) == [good + ".md"]
+    assert len(store.box("wren").quarantined()) == 11
+    assert Path("/etc/passwd").exists()  # the link was moved, not its target
+    assert store.check("wren")["new_count"] == 1 and "quarantined" not in store.check("wren")
+    with pytest.raises(UserError, match="invalid msg_id"):
+        store.read("wren", "", "../kite/inbox/new/x")
