@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,11 @@ from persmem_core.testing import clean_env, start_server, write_config
 # Servers in these tests run without the memory plugin (its model load is the slow part of a start);
 # tests/test_chorus_bootstrap.py at the root checks the two plugins together.
 NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}
+
+
+@pytest.fixture
+def no_memory() -> dict[str, str]:
+    return dict(NO_MEMORY)
 
 
 @pytest.fixture
@@ -28,3 +34,39 @@ def server(tmp_path_factory):
     running = serve(tmp_path_factory.mktemp("home"))
     yield running
     running.stop()
+
+
+@pytest.fixture
+def amq_server(tmp_path):
+    """Returns start(config=None, agents=...) -> a running server without the memory plugin; stopped after."""
+    started = []
+
+    def start(config: dict | None = None, agents=("kite", "wren", "operator")):
+        running = serve(tmp_path / f"home{len(started)}", config, agents)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()
+
+
+def _hostile_files(new: Path) -> set[str]:
+    """Write eleven files that are not messages into a mailbox folder; returns their names."""
+    (new / "empty.md").write_bytes(b"")
+    (new / "no-frontmatter.md").write_text("just text\n")
+    (new / "unclosed.md").write_text('---json\n{"id": "x"\n')
+    (new / "bad-json.md").write_text("---json\n{not json}\n---\nbody\n")
+    (new / "missing-fields.md").write_text('---json\n{"schema": 1}\n---\nbody\n')
+    (new / "wrong-types.md").write_text('---json\n{"id": 5, "from": [], "to": "wren", "created": 1}\n---\nb\n')
+    (new / "latin1.md").write_bytes(b'---json\n{"id":"a","from":"kite","to":"wren","created":"x"}\n---\n\xff\xfe\n')
+    (new / "huge.md").write_bytes(b'---json\n{"id":"h","from":"kite","to":"wren","created":"x"}\n---\n' + b"a" * 5_000_000)
+    os.symlink("/etc/passwd", new / "symlink.md")
+    os.mkfifo(new / "fifo.md")
+    (new / "folder.md").mkdir()
+    return set(os.listdir(new)) - {n for n in os.listdir(new) if n.startswith("2")}
+
+
+@pytest.fixture
+def hostile_files():
+    return _hostile_files

@@ -129,21 +129,7 @@ def test_stale_tmp_files_are_cleaned_at_open_fresh_ones_kept(store):
     assert os.listdir(tmp) == ["fresh.md"]
 
 
-def hostile_files(new: Path):
-    (new / "empty.md").write_bytes(b"")
-    (new / "no-frontmatter.md").write_text("just text\n")
-    (new / "unclosed.md").write_text('---json\n{"id": "x"\n')
-    (new / "bad-json.md").write_text("---json\n{not json}\n---\nbody\n")
-    (new / "missing-fields.md").write_text('---json\n{"schema": 1}\n---\nbody\n')
-    (new / "wrong-types.md").write_text('---json\n{"id": 5, "from": [], "to": "wren", "created": 1}\n---\nb\n')
-    (new / "latin1.md").write_bytes(b'---json\n{"id":"a","from":"kite","to":"wren","created":"x"}\n---\n\xff\xfe\n')
-    (new / "huge.md").write_bytes(b'---json\n{"id":"h","from":"kite","to":"wren","created":"x"}\n---\n' + b"a" * 5_000_000)
-    os.symlink("/etc/passwd", new / "symlink.md")
-    os.mkfifo(new / "fifo.md")
-    (new / "folder.md").mkdir()
-
-
-def test_malformed_and_hostile_files_are_quarantined_and_reported_never_crash(store):
+def test_malformed_and_hostile_files_are_quarantined_and_reported_never_crash(store, hostile_files):
     good = store.send("kite", "wren", "the one real message")["id"]
     new = inbox(store, "wren") / "new"
     hostile_files(new)
