@@ -32,3 +32,12 @@ def test_locomo_benchmark_quick_run_prints_its_table():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| session |" in result.stdout and "| dialog |" in result.stdout
+
+
+def test_amq_benchmark_quick_run_prints_its_table():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_amq.py"), "--quick"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| send, in-process |" in result.stdout and "| amq_read through MCP HTTP |" in result.stdout

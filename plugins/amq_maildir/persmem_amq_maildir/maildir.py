@@ -172,7 +172,10 @@ class Mailbox:
         return message
 
     def scan(self, folders=("new", "cur")) -> tuple[list[Entry], list[Quarantined]]:
-        """Every message in `folders`; malformed files are quarantined and returned as the second list."""
+        """Every message in `folders`; malformed files are quarantined and returned as the second list.
+
+        Delivered files never change (Maildir: write once, then only renamed), so a name already parsed
+        is served from the cache without opening the file again; `get` (used to read a body) re-checks."""
         entries: list[Entry] = []
         bad: list[Quarantined] = []
         seen: set[str] = set()
@@ -181,7 +184,8 @@ class Mailbox:
             for name in self.names(folder):
                 if name in seen:
                     continue
-                entry = self._entry(folder, name, bad)
+                cached = self._cache.get((folder, name))
+                entry = Entry(name, folder, cached[1]) if cached else self._entry(folder, name, bad)
                 if entry is not None:
                     seen.add(name)
                     entries.append(entry)
