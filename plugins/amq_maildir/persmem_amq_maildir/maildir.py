@@ -111,7 +111,13 @@ class Mailbox:
         self.ensure()
         tmp = self.inbox / "tmp" / name
         new = self.inbox / "new" / name
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileNotFoundError:  # the mailbox was removed while we ran: make it again
+            self._ready = False
+            self.ensure()
+            fd = os.open(tmp, flags, 0o600)
         linked = False
         try:
             try:

@@ -144,3 +144,12 @@ def test_malformed_and_hostile_files_are_quarantined_and_reported_never_crash(st
     assert store.check("wren")["new_count"] == 1 and "quarantined" not in store.check("wren")
     with pytest.raises(UserError, match="invalid msg_id"):
         store.read("wren", "", "../kite/inbox/new/x")
+
+
+def test_a_mailbox_removed_while_serving_is_made_again_on_the_next_send(store):
+    import shutil
+
+    store.send("kite", "wren", "before")
+    shutil.rmtree(store.root / "wren")
+    store.send("kite", "wren", "after")
+    assert [m["subject"] for m in store.check("wren")["messages"]] == [""] and store.check("wren")["new_count"] == 1

@@ -1,0 +1,70 @@
+"""[shell] section of persmem.toml: where the workspace is and which commands may run."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from persmem_core import ConfigSection
+
+
+class CommandRule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How one program may be called. Options are judged with GNU abbreviations in mind: a denied
+    `--compress-program` also refuses `--compress-prog`."""
+
+    subcommands: Annotated[
+        list[str] | None, Meta(description="If set, the first argument that is not an option must be one of these.")
+    ] = None
+    deny: Annotated[
+        list[str], Meta(description="Options refused anywhere in the argv (exact, `--opt=value`, abbreviations).")
+    ] = []
+    deny_any: Annotated[bool, Meta(description="Refuse every call (a placeholder that documents why).")] = False
+    max_args: Annotated[int, Meta(ge=0)] = 200
+
+
+# A developer box's read-mostly commands. None of them can run another program with these options denied.
+DEFAULT_ALLOW: dict[str, CommandRule] = {
+    "ls": CommandRule(), "cat": CommandRule(), "head": CommandRule(), "tail": CommandRule(deny=["-f", "--follow", "-F"]),
+    "wc": CommandRule(), "pwd": CommandRule(), "echo": CommandRule(), "date": CommandRule(deny=["-s", "--set", "-f", "--file"]),
+    "du": CommandRule(deny=["-L", "--dereference"]), "df": CommandRule(), "stat": CommandRule(),
+    "file": CommandRule(deny=["-m", "--magic-file", "-C", "--compile"]), "tree": CommandRule(deny=["-o", "-l"]), "uname": CommandRule(), "whoami": CommandRule(), "which": CommandRule(),
+    "basename": CommandRule(), "dirname": CommandRule(), "realpath": CommandRule(), "nl": CommandRule(),
+    "cut": CommandRule(), "tr": CommandRule(), "uniq": CommandRule(), "comm": CommandRule(), "diff": CommandRule(),
+    "cmp": CommandRule(), "sha256sum": CommandRule(), "md5sum": CommandRule(), "sha1sum": CommandRule(),
+    # Following symlinks while recursing could read outside the workspace through a link inside it.
+    "grep": CommandRule(deny=["-R", "--dereference-recursive"]),
+    "rg": CommandRule(deny=["--pre", "--pre-glob", "-z", "--search-zip", "-L", "--follow"]),
+    "sort": CommandRule(deny=["-o", "--output", "--compress-program", "-T", "--temporary-directory"]),
+    "find": CommandRule(deny=["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
+                              "-fls", "-L", "-follow"]),
+}
+
+
+class ShellConfig(ConfigSection):
+    roots: Annotated[
+        list[str],
+        Meta(description="Workspace folders the shell and file tools may touch. Empty: <home>/workspace. "
+                         "The first one is where relative paths and commands start."),
+    ] = []
+    allow: Annotated[
+        dict[str, CommandRule],
+        Meta(description="Programs shell_exec may run and how; replaces the default list when set "
+                         "(`persmem doctor` prints the effective list)."),
+    ] = {}
+    extra_allow: Annotated[
+        dict[str, CommandRule],
+        Meta(description="Programs added to the default list, e.g. {python3 = {deny = [\"-c\"]}} or "
+                         "{make = {subcommands = [\"test\"]}}."),
+    ] = {}
+    default_timeout: Annotated[float, Meta(gt=0)] = 30.0
+    max_timeout: Annotated[float, Meta(gt=0, description="The longest time limit a call may ask for, seconds.")] = 300.0
+    max_output_bytes: Annotated[
+        int, Meta(ge=1024, description="stdout and stderr are each cut at this size; the process is stopped.")
+    ] = 256_000
+    max_read_bytes: Annotated[int, Meta(ge=1024, description="file_read refuses larger files without a line range.")] = 2_000_000
+    max_write_bytes: Annotated[int, Meta(ge=1024, description="Largest content file_write accepts.")] = 5_000_000
+
+    def effective_allow(self) -> dict[str, CommandRule]:
+        return {**(self.allow or DEFAULT_ALLOW), **self.extra_allow}

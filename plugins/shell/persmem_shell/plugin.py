@@ -1,0 +1,61 @@
+"""The shell plugin's hooks: the [shell] section, the workspace tools, and doctor lines that print the
+workspace roots and the effective command allowlist."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from persmem_core import hookimpl
+
+from .config import ShellConfig
+
+
+@dataclass(frozen=True)
+class Workspace:
+    config: ShellConfig
+    sandbox: object
+
+
+def workspace(host) -> Workspace:
+    from .sandbox import Sandbox
+
+    config = host.section("shell")
+    roots = [Path(r).expanduser() for r in config.roots] or [host.data_dir("workspace")]
+    return Workspace(config, Sandbox(roots))
+
+
+@hookimpl
+def register_config(register):
+    register("shell", ShellConfig)
+
+
+@hookimpl
+def register_tools(register):
+    from .tools import ALL_TOOLS
+
+    for tool in ALL_TOOLS:
+        register(tool)
+
+
+@hookimpl
+def doctor(host):
+    import shutil
+
+    from persmem_core.doctor import fail, pass_, warn
+
+    ws = workspace(host)
+    checks = []
+    for root in ws.sandbox.roots:
+        checks.append(pass_("shell workspace", str(root)) if root.is_dir() else
+                      fail("shell workspace", f"{root} does not exist; create it or fix [shell] roots"))
+    rules = ws.config.effective_allow()
+    described = []
+    for name, rule in sorted(rules.items()):
+        text = name + (f" ({'/'.join(rule.subcommands)})" if rule.subcommands else "")
+        described.append(text + (f" -deny {' '.join(rule.deny)}" if rule.deny else ""))
+    checks.append(pass_("shell allowlist", "; ".join(described)))
+    missing = [name for name in rules if shutil.which(name, path="/usr/local/bin:/usr/bin:/bin") is None]
+    if missing:
+        checks.append(warn("shell allowlist", f"allowed but not installed: {', '.join(sorted(missing))}"))
+    return checks

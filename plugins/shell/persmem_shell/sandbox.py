@@ -1,0 +1,85 @@
+"""Path confinement for the shell and file tools.
+
+A path is inside the workspace when its fully resolved form (every symlink followed, `..` applied) is one
+of the roots or below one, compared component by component: root `/ws` does not contain `/ws-evil/x`.
+Writes resolve the parent folder only and then replace the final name, so they never follow a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from persmem_core import UserError
+
+
+class Sandbox:
+    def __init__(self, roots: list[Path]):
+        self.roots = [Path(os.path.realpath(r)) for r in roots]
+
+    @property
+    def home(self) -> Path:
+        return self.roots[0]
+
+    def describe(self) -> str:
+        return ", ".join(str(r) for r in self.roots)
+
+    def contains(self, real: Path) -> bool:
+        return any(real == root or real.is_relative_to(root) for root in self.roots)
+
+    def lexical(self, path: str, base: Path | None = None) -> Path:
+        """The path joined to `base` (default: the first root) and normalized, symlinks not followed."""
+        if not isinstance(path, str):
+            raise UserError("path must be a string.")
+        if "\x00" in path:
+            raise UserError("path contains a NUL byte; pass a plain file path.")
+        if not path.strip():
+            raise UserError(f"path is empty; pass a path inside the workspace ({self.describe()}).")
+        if path.startswith("~"):
+            raise UserError(f"{path!r}: '~' is not expanded; pass a path inside the workspace ({self.describe()}).")
+        joined = Path(path) if os.path.isabs(path) else (base or self.home) / path
+        return Path(os.path.normpath(joined))
+
+    def _outside(self, path: str) -> UserError:
+        return UserError(f"{path!r} is outside the workspace; allowed folders: {self.describe()} "
+                         "(symbolic links are followed before this check).")
+
+    def resolve(self, path: str, base: Path | None = None) -> Path:
+        """For reading and for commands: the real path, which must be inside a root."""
+        real = Path(os.path.realpath(self.lexical(path, base)))
+        if not self.contains(real):
+            raise self._outside(path)
+        return real
+
+    def for_write(self, path: str, base: Path | None = None) -> Path:
+        """For writing: the real parent folder (inside a root) joined with the final name, which is replaced
+        and never followed if it is a symlink."""
+        lex = self.lexical(path, base)
+        parent = Path(os.path.realpath(lex.parent))
+        if not self.contains(parent) or lex.name in ("", ".", ".."):
+            raise self._outside(path)
+        target = parent / lex.name
+        if target == parent or not self.contains(target):
+            raise self._outside(path)
+        return target
+
+    def open_regular(self, path: str) -> tuple[int, Path]:
+        """Open an existing regular file for reading; FIFOs, devices and folders are refused, never waited on."""
+        real = self.resolve(path)
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise UserError(f"{path!r} does not exist (looked for {real}).") from None
+        except IsADirectoryError:
+            raise UserError(f"{path!r} is a folder; shell_exec with `ls` lists it.") from None
+        except PermissionError:
+            raise UserError(f"{path!r}: permission denied.") from None
+        except OSError as exc:
+            raise UserError(f"{path!r} cannot be opened: {exc.strerror}.") from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise UserError(f"{path!r} is {kind}, not a regular file; refused.")
+        return fd, real

@@ -1,0 +1,84 @@
+"""The workspace tools: persMEM's names, argument names and defaults.
+
+Everything happens inside the workspace roots of [shell] (`persmem doctor` prints them, with the command
+allowlist). Paths may be relative (to the first root) or absolute inside a root.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from persmem_core import CallContext, UserError
+
+from . import files
+from .allowlist import check_paths, judge
+from .runner import run
+
+
+def _ws(call: CallContext):
+    from .plugin import workspace
+
+    return workspace(call.host)
+
+
+def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallContext = None) -> dict:
+    """Run one allowlisted command in the workspace, without a shell.
+
+    `command` is split like a shell would split words ("grep -rn 'TODO' src"), but pipes, `;`, `$(...)`,
+    redirections and globs are NOT interpreted: they reach the program as plain text. Only programs in the
+    allowlist run, and options that could run other programs or leave the workspace are refused with the rule
+    that refused them. `workdir` is a folder inside the workspace ("" = the workspace root).
+    `timeout` is in seconds (the operator sets the maximum). Returns stdout, stderr, returncode."""
+    ws = _ws(call)
+    config = ws.config
+    if not isinstance(command, str) or not command.strip():
+        raise UserError("command is empty; for example: ls -la")
+    if "\x00" in command:
+        raise UserError("command contains a NUL byte.")
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise UserError(f"cannot split the command into words ({exc}); check its quotes.") from None
+    if not isinstance(timeout, int | float) or timeout <= 0:
+        raise UserError("timeout must be a positive number of seconds.")
+    if timeout > config.max_timeout:
+        raise UserError(f"timeout {timeout:g} s is over the limit of {config.max_timeout:g} s ([shell] max_timeout).")
+    cwd = ws.sandbox.resolve(workdir) if workdir else ws.sandbox.home
+    if not cwd.is_dir():
+        raise UserError(f"workdir {workdir!r} is not a folder.")
+    judge(argv, config.effective_allow())
+    check_paths(argv, ws.sandbox, cwd)
+    result = run(argv, cwd, ws.sandbox.home, float(timeout), config.max_output_bytes)
+    return result | {"workdir": str(cwd)}
+
+
+def file_read(path: str, start_line: int = 0, end_line: int = 0, call: CallContext = None) -> dict:
+    """Read a text file in the workspace, whole or lines start_line..end_line (1-based, inclusive; 0 = open end).
+    Returns content and total_lines. Large files: ask for a line range."""
+    ws = _ws(call)
+    return files.read(ws.sandbox, path, start_line, end_line, ws.config.max_read_bytes)
+
+
+def file_write(path: str, content: str, mkdir: bool = True, call: CallContext = None) -> dict:
+    """Create or overwrite a file in the workspace with `content` (atomic: readers see the old or the new file,
+    never half; durable on return). A symbolic link at `path` is replaced, never followed. `mkdir` creates
+    missing folders."""
+    ws = _ws(call)
+    return files.write(ws.sandbox, path, content, mkdir, ws.config.max_write_bytes)
+
+
+def file_patch(path: str, old_text: str, new_text: str = "", call: CallContext = None) -> dict:
+    """Replace `old_text` with `new_text` in a file, only if `old_text` appears exactly once (else nothing
+    changes and the error says whether it was missing or ambiguous). Returns the diff of the change."""
+    ws = _ws(call)
+    return files.patch(ws.sandbox, path, old_text, new_text, ws.config.max_read_bytes)
+
+
+def diff_generate(path_a: str = "", path_b: str = "", content_a: str = "", content_b: str = "",
+                  context_lines: int = 3, call: CallContext = None) -> dict:
+    """Unified diff of two files, a file against new content (path_a + content_b), or two strings."""
+    ws = _ws(call)
+    return files.diff(ws.sandbox, path_a, path_b, content_a, content_b, context_lines, ws.config.max_read_bytes)
+
+
+ALL_TOOLS = [shell_exec, file_read, file_write, file_patch, diff_generate]
