@@ -1,0 +1,30 @@
+"""[git] section of persmem.toml."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta
+
+from persmem_core import ConfigSection
+
+
+class GitConfig(ConfigSection):
+    roots: Annotated[
+        list[str],
+        Meta(description="Folders repositories must be under. Empty: <home>/workspace (the shell plugin's default "
+                         "workspace too)."),
+    ] = []
+    remotes: Annotated[
+        list[str],
+        Meta(description="URL prefixes clone/fetch/pull/push may talk to, e.g. \"https://github.com/me/\" or "
+                         "\"git@github.com:me/\". Empty: no network operations."),
+    ] = []
+    authors: Annotated[
+        dict[str, str],
+        Meta(description='Commit author per agent: {kite = "Kite Bot <kite@example.org>"}. '
+                         "Default: <agent> <agent@persmem.local>."),
+    ] = {}
+    allow_force_push: Annotated[bool, Meta(description="Allow push --force / --force-with-lease / +refspec.")] = False
+    timeout: Annotated[float, Meta(gt=0, description="Seconds before a git command is stopped.")] = 120.0
+    max_output_bytes: Annotated[int, Meta(ge=1024, description="stdout is cut at this size.")] = 512_000
