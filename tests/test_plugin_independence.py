@@ -1,0 +1,56 @@
+"""Plugins never import each other, and each one works alone: the server with only core + that plugin
+serves exactly its tools, and the server without it keeps serving the rest."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from persmem_core.testing import clean_env, start_server
+
+ROOT = Path(__file__).parent.parent
+PACKAGES = {p.parent.name: p for p in ROOT.glob("plugins/*/persmem_*/__init__.py")}
+PLUGIN_TOOLS = {
+    "amq_maildir": {"amq_send", "amq_check", "amq_read", "amq_history", "amq_timeline", "amq_reply", "amq_thread",
+                    "amq_agents"},
+    "shell": {"shell_exec", "file_read", "file_write", "file_patch", "diff_generate"},
+    "git": {"git_op"},
+    "searxng": {"web_search", "web_fetch"},
+}
+
+
+def imported_modules(package: Path) -> set[str]:
+    names = set()
+    for file in package.parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_no_plugin_imports_another():
+    assert len(PACKAGES) >= 5
+    for name, init in PACKAGES.items():
+        others = {p.parent.name for p in PACKAGES.values()} - {init.parent.name}
+        assert not imported_modules(init) & others, f"{name} imports {imported_modules(init) & others}"
+
+
+@pytest.mark.parametrize("plugin", sorted(PLUGIN_TOOLS))
+def test_each_plugin_alone_and_the_server_without_it(tmp_path, plugin):
+    everyone = {"memory_hnsw", *PLUGIN_TOOLS}
+    alone_home, without_home = tmp_path / "alone", tmp_path / "without"
+    alone = start_server(alone_home, ("kite",), clean_env(alone_home, PERSMEM_DISABLE_PLUGINS=",".join(everyone - {plugin})))
+    try:
+        assert {t.name for t in alone.list_tools(agent="kite")} == PLUGIN_TOOLS[plugin] | {"persmem_whoami"}
+    finally:
+        alone.stop()
+    others = everyone - {plugin, "memory_hnsw"}
+    without = start_server(without_home, ("kite",), clean_env(without_home, PERSMEM_DISABLE_PLUGINS=f"{plugin},memory_hnsw"))
+    try:
+        names = {t.name for t in without.list_tools(agent="kite")}
+        assert not names & PLUGIN_TOOLS[plugin] and set().union(*(PLUGIN_TOOLS[o] for o in others)) <= names
+        assert without.call_tool("persmem_whoami", {}, agent="kite")["agent"] == "kite"
+    finally:
+        without.stop()
