@@ -126,3 +126,15 @@ def test_any_arguments_give_a_result_or_a_clear_error(server, ws, path, command,
             assert isinstance(tool_result(result), dict)
     assert tool_result(alive)["agent"] == "kite"
     assert (ws.parent / "outside" / "secret.txt").read_text() == "TOP SECRET"
+
+
+def test_a_device_node_inside_the_workspace_is_refused(call, ws):
+    try:
+        os.mknod(ws / "null-dev", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+    try:
+        with pytest.raises(ToolCallError, match="a device or socket, not a regular file"):
+            call("file_read", path="null-dev")
+    finally:
+        os.unlink(ws / "null-dev")

@@ -118,3 +118,14 @@ def test_bad_commands_get_clear_errors(call):
         call("shell_exec", command="echo 'unclosed")
     with pytest.raises(ToolCallError, match="'rm' is not in the shell allowlist"):
         call("shell_exec", command="rm -rf /")
+
+
+def test_doctor_prints_the_workspace_and_the_effective_allowlist(server):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "persmem_core", "doctor"], env=server.env, capture_output=True,
+                         text=True, timeout=60).stdout
+    line = next(line for line in out.splitlines() if "shell allowlist" in line)
+    assert "find -deny -exec -execdir" in line and "python3 -deny -c" in line and "sleep" in line
+    assert "shell workspace" in out
