@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class AgentStore:
         self._by_token: dict[str, str] = {}
         self._by_path: dict[str, str] = {}
         self._mutex = threading.Lock()
+        self.last_seen: dict[str, float] = {}
 
     # -- reading -------------------------------------------------------
     def _load(self) -> Registry:
@@ -108,6 +110,10 @@ class AgentStore:
     def agents(self) -> dict[str, AgentRecord]:
         with self._mutex:
             return dict(self._load().agents)
+
+    def seen(self, name: str) -> None:
+        """Note that `name` just made a request (kept in memory: `last_seen` is since this server started)."""
+        self.last_seen[name] = time.time()
 
     def names(self) -> list[str]:
         """Agents that exist and are not revoked."""

@@ -97,6 +97,7 @@ class AgentAuthMiddleware:
                 await self._respond(unauthorized(), scope, receive, send, shown_path)
                 return
         if agent is not None:
+            self.agents.seen(agent)
             scope["persmem.agent"] = agent
             scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=agent, scopes=[]))
         await self._respond(self.app, scope, receive, send, shown_path, agent)

@@ -144,6 +144,7 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         access_log=False,  # our middleware logs requests with secret paths redacted
         lifespan="on",
         server_header=False,
+        timeout_graceful_shutdown=3,  # open event streams (dashboard, /amq/events) must not hold a stop
     )
     uvicorn.Server(config).run()
 

@@ -15,5 +15,15 @@ for dir in plugins/*/; do
 done
 "$VENV/bin/python" -m pip install --quiet -e '.[test]' "${plugin_dirs[@]}"
 
+# The dashboard and extension tests drive a real Chromium (Debian's; Playwright's download does not work here).
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+    else
+        echo "Chromium is needed for the browser tests: sudo apt-get install chromium" >&2
+        exit 1
+    fi
+fi
+
 mkdir -p test-artifacts
 exec "$VENV/bin/python" -m pytest -q -ra "$@"

@@ -52,6 +52,13 @@ def register_routes(register, host):
 
 
 @hookimpl
+def register_panels(register, host):
+    from .panels import register as register_mail_panel
+
+    register_mail_panel(register)
+
+
+@hookimpl
 def register_commands(cli):
     from .commands import amq
 

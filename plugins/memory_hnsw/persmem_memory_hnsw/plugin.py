@@ -86,6 +86,13 @@ def register_tools(register):
 
 
 @hookimpl
+def register_panels(register, host):
+    from .panels import register as register_memory_panels
+
+    register_memory_panels(register)
+
+
+@hookimpl
 def register_commands(cli):
     from .commands import memory
 

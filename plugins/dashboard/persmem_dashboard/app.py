@@ -1,0 +1,193 @@
+"""The dashboard's Litestar app: login with an agent's token, a server-side session, CSRF on every form,
+security headers on every answer, and one page (plus optional event stream and script) per panel.
+
+Mounted inside `persmem serve` at [dashboard] prefix (the host passes it through without agent auth: this
+app checks its own session), or served alone by `persmem dashboard`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio
+from jinja2 import ChoiceLoader, DictLoader, Environment, PackageLoader, select_autoescape
+from litestar import Litestar, Request, Response, get, post
+from litestar.config.csrf import CSRFConfig
+from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.datastructures import State
+from litestar.exceptions import NotAuthorizedException, NotFoundException
+from litestar.middleware.session.server_side import ServerSideSessionConfig
+from litestar.response import Redirect, ServerSentEvent, Template
+from litestar.response.sse import ServerSentEventMessage
+from litestar.static_files import create_static_files_router
+from litestar.stores.file import FileStore
+from litestar.template.config import TemplateConfig
+
+from persmem_core import UserError
+from persmem_core.fileio import atomic_write_bytes
+
+from .charts import chart
+from .panels import Panel, View, collect_panels
+
+log = logging.getLogger("persmem.dashboard")
+
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
+       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
+SECURITY_HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
+
+
+def ago(value: Any) -> str:
+    """'3 min ago' for an ISO date or epoch seconds."""
+    try:
+        when = datetime.fromisoformat(value).timestamp() if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        return ""
+    delta = time.time() - when
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if delta >= size:
+            return f"{int(delta // size)} {unit} ago"
+    return "just now"
+
+
+def _secret(folder: Path) -> str:
+    path = folder / "secret.key"
+    if not path.exists():
+        atomic_write_bytes(path, secrets.token_hex(32).encode(), mode=0o600)
+    return path.read_text().strip()
+
+
+def build_dashboard(host, base: str) -> Litestar:
+    """The app; `base` is the URL path it is served under (for links and cookie paths)."""
+    cfg = host.section("dashboard")
+    folder = host.data_dir("dashboard")
+    secret = _secret(folder)
+    panels, problems = collect_panels(host)
+    by_id = {p.id: p for p in panels}
+    secure = (host.config.server.public_url or "").startswith("https://")
+
+    env = Environment(loader=ChoiceLoader([DictLoader({f"panels/{p.id}.html": p.template for p in panels}),
+                                           PackageLoader("persmem_dashboard", "templates")]),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.globals.update(chart=chart, ago=ago, base=base, title=cfg.title)
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+
+    def agent_of(request: Request) -> str:
+        agent = request.session.get("agent") if request.session else None
+        if not agent or agent not in host.agents.names():  # a revoked agent's session ends at once
+            raise NotAuthorizedException("log in first")
+        return agent
+
+    def page(request: Request, name: str, status: int = 200, **context) -> Template:
+        nav = [(p.id, p.title) for p in panels]
+        return Template(template_name=name, status_code=status,
+                        context={"nav": nav, "problems": problems, **context})
+
+    @get("/", name="home")
+    async def home(request: Request) -> Redirect:
+        agent_of(request)
+        return Redirect(f"{base}/{panels[0].id}" if panels else f"{base}/login")
+
+    @get("/login", name="login_form")
+    async def login_form(request: Request) -> Template:
+        return page(request, "login.html", agent=None)
+
+    @post("/login", name="login")
+    async def login(request: Request) -> Response:
+        form = await request.form()
+        token = str(form.get("token", "")).strip()
+        agent = host.agents.agent_for_token(token) if token else None
+        if agent is None or (cfg.login_agents and agent not in cfg.login_agents):
+            await asyncio.sleep(0.5)  # slow down guessing
+            return page(request, "login.html", status=401, agent=None,
+                        error="That token is not valid for the dashboard.")
+        request.set_session({"agent": agent, "since": time.time()})
+        log.info("dashboard: %s logged in", agent)
+        return Redirect(f"{base}/")
+
+    @post("/logout", name="logout")
+    async def logout(request: Request) -> Redirect:
+        request.clear_session()
+        return Redirect(f"{base}/login")
+
+    def panel_or_404(panel_id: str) -> Panel:
+        panel = by_id.get(panel_id)
+        if panel is None:
+            raise NotFoundException(f"no panel {panel_id!r}")
+        return panel
+
+    def view_of(request: Request) -> View:
+        return View(agent_of(request), {k: v for k, v in request.query_params.items()}, host, base)
+
+    @get("/{panel_id:str}", name="panel")
+    async def show(request: Request, panel_id: str) -> Template:
+        panel = panel_or_404(panel_id)
+        view = view_of(request)
+        error = None
+        try:
+            data = await anyio.to_thread.run_sync(panel.context, view)
+        except UserError as exc:
+            data, error = {}, str(exc)
+        except Exception:  # noqa: BLE001 - a panel's bug must not take the dashboard down
+            ref = secrets.token_hex(4)
+            log.exception("dashboard: panel %s failed (ref %s)", panel.id, ref)
+            data, error = {}, f"this panel failed (log reference {ref})"
+        return page(request, "panel.html", panel=panel, data=data, view=view, error=error, agent=view.agent)
+
+    @get("/{panel_id:str}/events", name="events")
+    async def events(request: Request, panel_id: str) -> ServerSentEvent:
+        panel = panel_or_404(panel_id)
+        if panel.events is None:
+            raise NotFoundException(f"panel {panel_id!r} has no event stream")
+        view = view_of(request)
+
+        async def stream():
+            async for item in panel.events(view):
+                yield ServerSentEventMessage(data=item.get("data", ""), event=item.get("event"), id=item.get("id"))
+
+        return ServerSentEvent(stream(), headers={"X-Accel-Buffering": "no"})
+
+    @get("/{panel_id:str}/panel.js", name="panel_script", media_type="application/javascript")
+    async def panel_script(request: Request, panel_id: str) -> Response:
+        panel = panel_or_404(panel_id)
+        agent_of(request)
+        if not panel.script:
+            raise NotFoundException("no script")
+        return Response(panel.script, media_type="application/javascript")
+
+    def to_login(request: Request, exc: Exception) -> Response:
+        if request.url.path.endswith(("/events", ".js")) or "text/event-stream" in request.headers.get("accept", ""):
+            return Response({"error": "log in first"}, status_code=401)
+        return Redirect(f"{base}/login", status_code=303)
+
+    def not_found(request: Request, exc: Exception) -> Response:
+        return Response(f"Not found: {exc}", status_code=404, media_type="text/plain")
+
+    async def headers(response: Response) -> Response:
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    static_dir = Path(str(resources.files("persmem_dashboard") / "static"))
+    return Litestar(
+        route_handlers=[home, login_form, login, logout, show, events, panel_script,
+                        create_static_files_router(path="/static", directories=[static_dir], name="static")],
+        template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(env)),
+        csrf_config=CSRFConfig(secret=secret, cookie_path=base or "/", cookie_secure=secure, cookie_httponly=True,
+                               cookie_samesite="strict", cookie_name="persmem_csrf"),
+        middleware=[ServerSideSessionConfig(key="persmem_session", max_age=int(cfg.session_hours * 3600),
+                                            path=base or "/", secure=secure, httponly=True, samesite="strict",
+                                            store="sessions").middleware],
+        stores={"sessions": FileStore(folder / "sessions")},
+        exception_handlers={NotAuthorizedException: to_login, NotFoundException: not_found},
+        after_request=headers,
+        state=State({"panels": panels}),
+        debug=False,
+        logging_config=None,
+    )

@@ -1,0 +1,89 @@
+"""The panel contract. A plugin adds a page to the dashboard by answering the core hook
+
+    @hookimpl
+    def register_panels(register, host):
+        register(
+            "mail",                      # panel id: its URL is <dashboard>/mail
+            title="Mail",                # the navigation label
+            template=TEMPLATE,           # Jinja2 source, rendered with autoescape inside the layout
+            context=lambda view: {...},  # called per request in a worker thread; its dict is `data` in the template
+            order=30,                    # navigation order (small first)
+            events=None,                 # optional: async generator function(view) yielding
+                                         #   {"event": name, "data": json_text, "id": optional} -> SSE at <id>/events
+            script=None,                 # optional: JavaScript source served at <id>/panel.js (CSP: same origin only)
+        )
+
+`view` (a View) carries the logged-in agent, the query parameters and the host. In the template, `data`,
+`view`, `base` (the dashboard's URL path), `chart(kind, title, mapping)` (an SVG chart, kind "donut" or
+"bars") and `ago(iso_or_epoch)` are available. Everything is escaped unless a plugin marks it safe, so
+memory and message text can never become markup. Plugins need not import Litestar or Jinja2: a panel is
+plain data and functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from persmem_core.plugins import PerPlugin, call_each
+
+log = logging.getLogger("persmem.dashboard")
+PANEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class View:
+    agent: str
+    params: dict[str, str]
+    host: Any
+    base: str
+
+    def param(self, name: str, default: str = "") -> str:
+        return self.params.get(name, default).strip()
+
+
+@dataclass(frozen=True)
+class Panel:
+    id: str
+    title: str
+    template: str
+    context: Callable[[View], dict]
+    plugin: str
+    order: int = 100
+    events: Callable | None = None
+    script: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class PanelConflict(ValueError):
+    pass
+
+
+def collect_panels(host) -> tuple[list[Panel], list[str]]:
+    """Every plugin's panels, in navigation order, and the problems (conflicts, bad ids, crashed hooks)."""
+    panels: dict[str, Panel] = {}
+    problems: list[str] = []
+
+    def factory(plugin: str):
+        def register(panel_id: str, *, title: str, template: str, context: Callable[[View], dict], order: int = 100,
+                     events: Callable | None = None, script: str | None = None) -> None:
+            if not PANEL_ID.match(panel_id) or panel_id in ("login", "logout", "static"):
+                problems.append(f"plugin {plugin}: panel id {panel_id!r} is not allowed (a-z, 0-9, _ and -)")
+                return
+            if panel_id in panels:
+                problems.append(f"panel {panel_id!r} is registered by both {panels[panel_id].plugin} and {plugin}; "
+                                f"{plugin}'s is ignored")
+                return
+            panels[panel_id] = Panel(panel_id, title, template, context, plugin, order, events, script)
+
+        return register
+
+    for plugin, _, exc in call_each(host.pm, "register_panels", register=PerPlugin(factory), host=host):
+        if exc is not None:
+            problems.append(f"plugin {plugin}: register_panels failed: {type(exc).__name__}: {exc}")
+    for problem in problems:
+        log.warning("dashboard: %s", problem)
+    return sorted(panels.values(), key=lambda p: (p.order, p.id)), problems

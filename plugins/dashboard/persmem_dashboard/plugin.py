@@ -1,0 +1,49 @@
+"""The dashboard plugin's hooks: mount the app in `persmem serve`, the [dashboard] section, the System
+panel, and `persmem dashboard` to serve it alone."""
+
+from __future__ import annotations
+
+from persmem_core import hookimpl
+
+from .config import DashboardConfig
+
+
+@hookimpl
+def register_config(register):
+    register("dashboard", DashboardConfig)
+
+
+@hookimpl
+def register_routes(register, host):
+    cfg = host.section("dashboard")
+    if not cfg.enabled:
+        return
+    from .app import build_dashboard
+
+    register(cfg.prefix, build_dashboard(host, cfg.prefix), auth="none")  # the dashboard checks its own login
+
+
+@hookimpl
+def register_panels(register, host):
+    from . import system
+
+    register("system", title="System", template=system.TEMPLATE, context=system.context, order=90)
+
+
+@hookimpl
+def register_commands(cli):
+    from .commands import dashboard
+
+    cli.add_command(dashboard)
+
+
+@hookimpl
+def doctor(host):
+    from persmem_core.doctor import pass_, warn
+
+    cfg = host.section("dashboard")
+    if not cfg.enabled:
+        return [warn("dashboard", "disabled ([dashboard] enabled = false)")]
+    if not host.agents.names():
+        return [warn("dashboard", "no agent can log in yet: `persmem agent add NAME` and log in with its token")]
+    return [pass_("dashboard", f"at {cfg.prefix} of the server; log in with an agent's token")]

@@ -1,0 +1,31 @@
+"""The dashboard's own panel: installed plugins and their versions, `persmem doctor`, agents and when each
+was last seen (since this server started)."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from .panels import View
+
+TEMPLATE = (resources.files("persmem_dashboard") / "templates" / "system.html").read_text()
+
+
+def context(view: View) -> dict:
+    from persmem_core.doctor import run_doctor
+
+    from .panels import collect_panels
+
+    host = view.host
+    agents = []
+    for name, record in sorted(host.agents.agents().items()):
+        if record.revoked:
+            continue
+        creds = [kind for kind, value in (("token", record.token_sha256), ("secret path", record.path_sha256)) if value]
+        agents.append({"name": name, "created": record.created, "last_seen": host.agents.last_seen.get(name),
+                       "credentials": ", ".join(creds)})
+    return {
+        "plugins": [{"name": p.name, "version": p.version, "hooks": p.hooks} for p in host.loaded_plugins()],
+        "problems": [f"{p.name}: {p.error}" for p in host.plugins if p.error] + collect_panels(host)[1],
+        "agents": agents,
+        "doctor": [{"status": str(c.status), "name": c.name, "detail": c.detail} for c in run_doctor(host)],
+    }

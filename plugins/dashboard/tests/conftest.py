@@ -1,0 +1,62 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dashfixtures import ARTIFACTS, tool
+from persmem_core.testing import clean_env, start_server, write_config
+
+HERE = Path(__file__).parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("dashhome")
+    write_config(home, {"amq": {"readers": {"operator": ["*"]}}})
+    env = clean_env(home, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+                    PERSMEM_PLUGIN_MODULES="panel_plugin_for_tests", PERSMEM_DISABLE_PLUGINS="shell,git,searxng")
+    running = start_server(home, ("kite", "wren", "operator"), env)
+    seed(running)
+    yield running
+    running.stop()
+
+
+def seed(server):
+    def store(agent, **args):
+        return tool(server, "memory_store", args, agent)
+
+    store("kite", content="Deploys go out on Tuesdays after the standup.", project="ops", memory_type="decision",
+          tags="deploy,process")
+    store("wren", content="The billing retry job double-charged two customers in March.", project="billing",
+          memory_type="bug", tags="billing,incident")
+    store("kite", content="<script>alert('stored xss')</script> an assistant was told to store this", project="sec",
+          memory_type="note", tags="xss")
+    first = store("wren", content="Cache TTL is 5 minutes.", project="ops", memory_type="decision", tags="cache")
+    tool(server, "memory_update", {"memory_id": first["id"], "content": "Cache TTL is 10 minutes."}, agent="kite")
+    tool(server, "amq_send", {"from_agent": "kite", "to_agent": "wren", "subject": "Review please",
+                                  "body": "Can you review the cache change?", "kind": "review_request"}, agent="kite")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--disable-background-networking", "--disable-component-update",
+                                           "--no-first-run"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    yield page
+    context.close()
