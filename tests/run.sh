@@ -15,12 +15,16 @@ for dir in plugins/*/; do
 done
 "$VENV/bin/python" -m pip install --quiet -e '.[test]' "${plugin_dirs[@]}"
 
-# The dashboard and extension tests drive a real Chromium (Debian's; Playwright's download does not work here).
-if ! command -v chromium >/dev/null 2>&1; then
+# The dashboard and extension tests drive a real Chromium (Debian's; Playwright's download does not work
+# here), and the extension's unit tests run on node.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
-        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
     else
-        echo "Chromium is needed for the browser tests: sudo apt-get install chromium" >&2
+        echo "The browser and extension tests need: sudo apt-get install ${missing[*]}" >&2
         exit 1
     fi
 fi
