@@ -57,17 +57,22 @@ def open_service(host):
 
 
 def service_for(host):
+    """The host's memory service, once loaded (waits while the server is still loading it)."""
     service = _services.get(id(host))
     if service is None:
         from persmem_core import UserError
 
         raise UserError("the memory store is not open (the server is starting or stopping); try again shortly.")
+    service.wait_ready()
     return service
 
 
 @hookimpl
 def startup(host):
-    _services[id(host)] = open_service(host)
+    from .service import MemoryService
+
+    service = MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host))
+    _services[id(host)] = service.start_in_background()
 
 
 @hookimpl

@@ -26,8 +26,42 @@ class MemoryService:
         self._collections: dict[str, Collection] = {}
         self._open_lock = threading.Lock()
         self._lock_file = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loader: threading.Thread | None = None
 
     def start(self) -> MemoryService:
+        """Take the store and load everything now (the CLI's way)."""
+        self.lock()
+        self.load()
+        return self
+
+    def start_in_background(self) -> MemoryService:
+        """Take the store now, load the model and the collections in a thread (the server's way: it answers
+        MCP at once; a memory tool called during the load waits for it)."""
+        self.lock()
+        self._loader = threading.Thread(target=self._load_quietly, name="memory-load", daemon=True)
+        self._loader.start()
+        return self
+
+    def _load_quietly(self) -> None:
+        import logging
+
+        try:
+            self.load()
+        except BaseException as exc:  # noqa: BLE001 - kept and reported to every caller
+            self._error = exc
+            logging.getLogger("persmem.memory").exception("the memory store failed to open")
+            self._ready.set()
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        if not self._ready.wait(timeout):
+            raise UserError("the memory store is still loading (a large store is being indexed); try again shortly.")
+        if self._error is not None:
+            raise UserError(f"the memory store failed to open: {self._error}. See the server log; "
+                            "`persmem doctor` checks the model and the store.")
+
+    def lock(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_file = open(self.folder / ".owner.lock", "a+")
         try:
@@ -42,13 +76,17 @@ class MemoryService:
         self._lock_file.truncate(0)
         self._lock_file.write(str(os.getpid()))
         self._lock_file.flush()
+
+    def load(self) -> None:
         self.embedder.load()
         for path in sorted(self.folder.iterdir()):
             if path.is_dir() and COLLECTION_RE.match(path.name):
                 self.collection(path.name)
-        return self
+        self._ready.set()
 
     def stop(self) -> None:
+        if self._loader is not None:
+            self._loader.join()
         for collection in self._collections.values():
             collection.close()
         self._collections.clear()
