@@ -62,6 +62,16 @@ def tool_result(result) -> Any:
         return text
 
 
+def assert_clear_outcome(result, max_chars: int = 3000) -> None:
+    """A CallToolResult is a JSON object, or an error a person can act on: no traceback, no crash reference
+    (the "log reference" of an unexpected exception), not a wall of text. For property-based tool tests."""
+    if result.is_error:
+        text = "\n".join(getattr(block, "text", "") for block in result.content)
+        assert "Traceback" not in text and "log reference" not in text and len(text) < max_chars, text[:500]
+    else:
+        assert isinstance(tool_result(result), dict)
+
+
 def persmem_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "persmem_core", *args]
 

@@ -160,17 +160,11 @@ class MailStore:
 
     @staticmethod
     def _check_kind(kind: str) -> str:
-        kind = normalize(kind) or "message"
-        if kind not in KINDS:
-            raise UserError(f"unknown kind {kind!r}; use one of: {', '.join(KINDS)}.")
-        return kind
+        return _choice(kind, KINDS, "kind", "message")
 
     @staticmethod
     def _check_priority(priority: str) -> str:
-        priority = normalize(priority) or "normal"
-        if priority not in PRIORITIES:
-            raise UserError(f"unknown priority {priority!r}; use one of: {', '.join(PRIORITIES)}.")
-        return priority
+        return _choice(priority, PRIORITIES, "priority", "normal")
 
     def _thread_of(self, caller: str, msg_id: str) -> str | None:
         entry = self.box(caller).get(msg_id + SUFFIX)
@@ -286,6 +280,13 @@ class MailStore:
         with self.changed:
             self.generation += 1
             self.changed.notify_all()
+
+
+def _choice(value: str, choices: tuple[str, ...], label: str, default: str) -> str:
+    value = normalize(value) or default
+    if value not in choices:
+        raise UserError(f"unknown {label} {value!r}; use one of: {', '.join(choices)}.")
+    return value
 
 
 def headers(entry: Entry) -> dict:

@@ -91,20 +91,14 @@ def parse(operation: str, tokens: list[str], allow_force: bool) -> tuple[list[st
             positionals.append(tok)
             continue
         name, eq, _ = tok.partition("=")
+        attached = bool(eq) if name.startswith("--") else len(tok) > 2  # --opt=v, -n5 / -mMessage
         if tok in flags:
             options.append(tok)
-        elif name in op.values and (eq or name.startswith("--")):
-            if eq:
+        elif (name in op.values and (eq or name.startswith("--"))) or (
+                tok[:2] in op.values and not tok.startswith("--")):
+            if attached:
                 options.append(tok)
-            elif i < len(tokens):
-                options += [tok, tokens[i]]
-                i += 1
-            else:
-                raise UserError(f"option {tok} of git {operation} needs a value.")
-        elif tok[:2] in op.values and not tok.startswith("--"):  # -n5, -mMessage, or -n 5
-            if len(tok) > 2:
-                options.append(tok)
-            elif i < len(tokens):
+            elif i < len(tokens):  # the value is the next word, whatever it looks like
                 options += [tok, tokens[i]]
                 i += 1
             else:
