@@ -9,6 +9,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
+# The model-export test needs optimum, which needs torch: the CPU build first, or pip picks a CUDA one (GBs).
+"$VENV/bin/python" -m pip install --quiet torch==2.13.0
 plugin_dirs=()
 for dir in plugins/*/; do
     [ -f "$dir/pyproject.toml" ] && plugin_dirs+=("-e" "${dir}[test]")

@@ -100,8 +100,10 @@ def register_panels(register, host):
 @hookimpl
 def register_commands(cli):
     from .commands import memory
+    from .export import model
 
     cli.add_command(memory)
+    cli.add_command(model)
 
 
 @hookimpl
