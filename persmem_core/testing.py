@@ -72,6 +72,24 @@ def assert_clear_outcome(result, max_chars: int = 3000) -> None:
         assert isinstance(tool_result(result), dict)
 
 
+def assert_tools_answer_clearly(server: RunningServer, calls: list[tuple[str, dict]], agent: str) -> list:
+    """Call the tools in one MCP session as `agent`; every outcome must be clear (assert_clear_outcome) and the
+    server must still answer afterwards. Returns the raw results. The body of a property-based tool test."""
+    import anyio
+
+    async def run():
+        async with server.client(agent) as client:
+            results = [await client.call_tool(name, args) for name, args in calls]
+            alive = await client.call_tool("persmem_whoami", {})
+        return results, alive
+
+    results, alive = anyio.run(run)
+    for result in results:
+        assert_clear_outcome(result)
+    assert tool_result(alive)["agent"] == agent
+    return results
+
+
 def persmem_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "persmem_core", *args]
 

@@ -3,7 +3,6 @@ server's AMQ tools, the side panel page driving the exchange loop. Plus the exte
 
 import shutil
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

@@ -4,14 +4,10 @@ Each case of the transport part of ../shared/docs/security.md is a test here,
 against a real `persmem serve` process and a real MCP client.
 """
 
-import json
-import re
 import subprocess
-import time
 
 import anyio
 import httpx2
-import pytest
 
 from persmem_core.agents import AgentStore
 from persmem_core.testing import persmem_command, tool_result

@@ -6,11 +6,10 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
-import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import assert_clear_outcome, tool_result
+from persmem_core.testing import assert_tools_answer_clearly
 
 from persmem_amq_maildir.message import decode
 
@@ -78,19 +77,12 @@ def test_hostile_files_in_a_served_mailbox_are_quarantined_and_reported(server, 
     limit=st.one_of(st.integers(-5, 100_000), st.text(max_size=3), st.none()),
 )
 def test_any_arguments_give_a_result_or_a_clear_error(server, to, body, kind, msg_id, limit):
-    async def run():
-        async with server.client("kite") as client:
-            results = [await client.call_tool("amq_send", {"from_agent": "", "to_agent": to, "body": body, "kind": kind}),
-                       await client.call_tool("amq_read", {"agent": "", "msg_id": msg_id}),
-                       await client.call_tool("amq_history", {"limit": limit, "kind": kind}),
-                       await client.call_tool("amq_thread", {"thread_id": msg_id})]
-            alive = await client.call_tool("amq_agents", {})
-        return results, alive
-
-    results, alive = anyio.run(run)
-    for result in results:
-        assert_clear_outcome(result)
-    assert tool_result(alive)["agents"]
+    assert_tools_answer_clearly(server, [
+        ("amq_send", {"from_agent": "", "to_agent": to, "body": body, "kind": kind}),
+        ("amq_read", {"agent": "", "msg_id": msg_id}),
+        ("amq_history", {"limit": limit, "kind": kind}),
+        ("amq_thread", {"thread_id": msg_id}),
+    ], "kite")
 
 
 def test_cli_status_send_peek_and_backup(server, tmp_path):

@@ -11,7 +11,7 @@ import json
 import logging
 import secrets
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any

@@ -5,11 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import assert_clear_outcome, tool_result
+from persmem_core.testing import assert_tools_answer_clearly
 
 HERE = Path(__file__).parent
 
@@ -66,14 +65,7 @@ def test_a_second_server_on_the_same_data_refuses_clearly(persmem_server, persme
     top_k=st.one_of(st.integers(-3, 40), st.text(max_size=3)),
 )
 def test_any_arguments_give_a_result_or_a_clear_error(shared_server, content, project, tags, top_k):
-    async def run():
-        async with shared_server.client("kite") as client:
-            stored = await client.call_tool("memory_store", {"content": content, "project": project, "tags": tags})
-            searched = await client.call_tool("memory_search", {"query": content, "top_k": top_k, "project": project})
-            alive = await client.call_tool("persmem_whoami", {})
-        return stored, searched, alive
-
-    stored, searched, alive = anyio.run(run)
-    for result in (stored, searched):
-        assert_clear_outcome(result)
-    assert tool_result(alive)["agent"] == "kite"
+    assert_tools_answer_clearly(shared_server, [
+        ("memory_store", {"content": content, "project": project, "tags": tags}),
+        ("memory_search", {"query": content, "top_k": top_k, "project": project}),
+    ], "kite")

@@ -4,12 +4,11 @@ import socket
 import subprocess
 import sys
 
-import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import ToolCallError, assert_clear_outcome, free_port, tool_result
+from persmem_core.testing import ToolCallError, assert_tools_answer_clearly, free_port
 
 from fakeweb import FakeWeb, start
 
@@ -115,14 +114,7 @@ def test_the_connection_is_pinned_to_the_checked_address(server, web):
        url=st.one_of(st.text(max_size=200), st.sampled_from(["http://[::]/", "http://%00/", "https://:0/", "http://a" * 3])),
        max_chars=st.one_of(st.integers(-5, 10**7), st.none()))
 def test_any_arguments_give_a_result_or_a_clear_error(server, query, url, max_chars):
-    async def run():
-        async with server.client("kite") as client:
-            out = [await client.call_tool("web_search", {"query": query}),
-                   await client.call_tool("web_fetch", {"url": url, "max_chars": max_chars})]
-            alive = await client.call_tool("persmem_whoami", {})
-        return out, alive
-
-    results, alive = anyio.run(run)
-    for result in results:
-        assert_clear_outcome(result)
-    assert tool_result(alive)["agent"] == "kite"
+    assert_tools_answer_clearly(server, [
+        ("web_search", {"query": query}),
+        ("web_fetch", {"url": url, "max_chars": max_chars}),
+    ], "kite")

@@ -3,12 +3,11 @@
 import os
 import stat
 
-import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import ToolCallError, assert_clear_outcome, tool_result
+from persmem_core.testing import ToolCallError, assert_tools_answer_clearly
 
 
 def test_persmem_signatures(server):
@@ -109,18 +108,11 @@ def test_diff_of_files_and_strings(call, ws):
     line=st.one_of(st.integers(-10, 10**6), st.text(max_size=3)),
 )
 def test_any_arguments_give_a_result_or_a_clear_error(server, ws, path, command, line):
-    async def run():
-        async with server.client("kite") as client:
-            out = [await client.call_tool("file_read", {"path": path, "start_line": line}),
-                   await client.call_tool("shell_exec", {"command": command, "timeout": 5}),
-                   await client.call_tool("diff_generate", {"path_a": path, "content_b": command})]
-            alive = await client.call_tool("persmem_whoami", {})
-        return out, alive
-
-    results, alive = anyio.run(run)
-    for result in results:
-        assert_clear_outcome(result)
-    assert tool_result(alive)["agent"] == "kite"
+    assert_tools_answer_clearly(server, [
+        ("file_read", {"path": path, "start_line": line}),
+        ("shell_exec", {"command": command, "timeout": 5}),
+        ("diff_generate", {"path_a": path, "content_b": command}),
+    ], "kite")
     assert (ws.parent / "outside" / "secret.txt").read_text() == "TOP SECRET"
 
 
