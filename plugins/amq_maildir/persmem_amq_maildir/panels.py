@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from .maildir import Entry
-from .message import SUFFIX
-from .store import full
+from .store import newest
 
 FILES = resources.files("persmem_amq_maildir") / "panel"
 
@@ -26,30 +24,16 @@ def context(view) -> dict:
     if thread:
         messages = store.thread(view.agent, thread)["messages"]
     else:
-        pairs, _ = store.visible_entries(view.agent)
-        pairs.sort(key=lambda p: p[1].message.header.created, reverse=True)
-        messages = [_row(box, e) for box, e in pairs[:100]]
+        messages = newest(store.visible_entries(view.agent)[0], 100)
     return {"agents": store.agents(view.agent)["agents"], "messages": messages, "colors": colors,
             "thread": thread or None}
 
 
-def _row(box: str, entry: Entry) -> dict:
-    return full(entry) | {"to": box, "status": "unread" if entry.folder == "new" else "read"}
-
-
 async def events(view):
-    """The /amq event stream, with each new message's body added for the feed."""
-    import json
+    """The /amq event stream, with each new message's body for the feed."""
+    from .web import event_stream
 
-    from .web import _stream
-
-    store = _store(view)
-    async for item in _stream(store, view.agent):
-        if item["event"] == "message":
-            data = json.loads(item["data"])
-            entry = store.box(data["to"]).get(data["id"] + SUFFIX)
-            if entry is not None:
-                item = item | {"data": json.dumps(_row(data["to"], entry))}
+    async for item in event_stream(_store(view), view.agent, body=True):
         yield item
 
 

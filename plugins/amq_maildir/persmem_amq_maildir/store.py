@@ -228,8 +228,7 @@ class MailStore:
         limit = _limit(limit, 50)
         pairs, bad = self.visible_entries(caller)
         kept = {id(e) for e in self._filter([e for _, e in pairs], kind, priority, sender)}
-        pairs = sorted((p for p in pairs if id(p[1]) in kept), key=lambda p: p[1].message.header.created, reverse=True)
-        msgs = [headers(e) | {"to": box, "status": "unread" if e.folder == "new" else "read"} for box, e in pairs[:limit]]
+        msgs = newest([p for p in pairs if id(p[1]) in kept], limit, body=False)
         return _with_problems({"total": len(msgs), "messages": msgs}, bad)
 
     def thread(self, caller: str, thread_id: str) -> dict:
@@ -241,7 +240,7 @@ class MailStore:
             if (h.thread or e.id) == thread_id or e.id == thread_id:
                 if (e.id, box) not in seen:
                     seen.add((e.id, box))
-                    msgs.append(full(e) | {"to": box, "status": "unread" if e.folder == "new" else "read"})
+                    msgs.append(row(box, e))
         if not msgs:
             raise UserError(f"no messages you can see in thread {thread_id!r}.")
         return _with_problems({"thread": thread_id, "total": len(msgs), "messages": msgs}, bad)
@@ -302,6 +301,17 @@ def headers(entry: Entry) -> dict:
 def full(entry: Entry) -> dict:
     return {"schema": entry.message.header.schema} | headers(entry) | {"body": entry.message.body,
                                                                        "_filename": entry.name}
+
+
+def row(box: str, entry: Entry, body: bool = True) -> dict:
+    """A message as listings across inboxes show it: headers (and body), the inbox it is in, read or not."""
+    return (full(entry) if body else headers(entry)) | {"to": box, "status": "unread" if entry.folder == "new" else "read"}
+
+
+def newest(pairs: list[tuple[str, Entry]], limit: int, body: bool = True) -> list[dict]:
+    """The `limit` most recent of (inbox, entry) pairs, newest first, as rows."""
+    pairs = sorted(pairs, key=lambda p: p[1].message.header.created, reverse=True)
+    return [row(box, entry, body) for box, entry in pairs[:limit]]
 
 
 def _replace(header: Header, **changes) -> Header:

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from persmem_core import UserError
 
 from .maildir import Entry
-from .store import MailStore, full, headers
+from .store import MailStore, newest, row
 
 PING_SECONDS = 15
 WAKE_SECONDS = 0.1  # how often a stream looks for sends made by this process
@@ -51,7 +51,7 @@ def build_app(get_store) -> Starlette:
 
     async def events(request: Request) -> EventSourceResponse:
         store: MailStore = get_store()
-        return EventSourceResponse(_stream(store, caller(request)), ping=PING_SECONDS)
+        return EventSourceResponse(event_stream(store, caller(request)), ping=PING_SECONDS)
 
     return Starlette(routes=[Route("/unread", unread), Route("/messages", messages), Route("/events", events)])
 
@@ -59,33 +59,26 @@ def build_app(get_store) -> Starlette:
 def _feed(store: MailStore, caller: str, limit: int) -> dict:
     if not 1 <= limit <= 200:
         raise UserError("limit must be from 1 to 200.")
-    pairs, _ = store.visible_entries(caller)
-    pairs.sort(key=lambda p: p[1].message.header.created, reverse=True)
-    return {"you": caller, "messages": [full(e) | {"to": box, "status": "unread" if e.folder == "new" else "read"}
-                                        for box, e in pairs[:limit]]}
+    return {"you": caller, "messages": newest(store.visible_entries(caller)[0], limit)}
 
 
-def _snapshot(store: MailStore, caller: str) -> tuple[dict[str, int], dict[tuple[str, str], Entry | None]]:
-    """Unread counts per mailbox, and the unread messages the caller may see."""
+def _snapshot(store: MailStore, caller: str) -> tuple[dict[str, int], dict[tuple[str, str], Entry]]:
+    """Unread counts per mailbox, and the unread messages the caller may see, by (mailbox, file)."""
     counts, visible = {}, {}
     granted = store.readable(caller)
     for name in store.roster():
-        box = store.box(name)
-        names = box.names("new")
-        counts[name] = len(names)
-        for file in names:
-            visible[(name, file)] = None
+        entries, _ = store.box(name).scan(("new",))  # parsed headers come from the cache
+        counts[name] = len(entries)
         whole = name == caller or granted is None or name in granted
-        for file in names:
-            entry = box.get(file)
-            if entry is None or not (whole or entry.message.header.sender == caller):
-                visible.pop((name, file), None)
-            else:
-                visible[(name, file)] = entry
+        for entry in entries:
+            if whole or entry.message.header.sender == caller:
+                visible[(name, entry.name)] = entry
     return counts, visible
 
 
-async def _stream(store: MailStore, caller: str):
+async def event_stream(store: MailStore, caller: str, body: bool = False):
+    """SSE items: `unread` counts at once and on every change, `message` for each new message the caller may
+    see (headers, or with `body` the whole message)."""
     counts, seen = await anyio.to_thread.run_sync(_snapshot, store, caller)
     yield {"event": "unread", "data": json.dumps({"you": caller, "unread": counts})}
     generation = store.generation
@@ -98,9 +91,8 @@ async def _stream(store: MailStore, caller: str):
         generation, waited = store.generation, 0.0
         new_counts, now = await anyio.to_thread.run_sync(_snapshot, store, caller)
         for key, entry in now.items():
-            if key not in seen and entry is not None:
-                yield {"event": "message", "id": entry.id,
-                       "data": json.dumps(headers(entry) | {"to": key[0], "status": "unread"})}
+            if key not in seen:
+                yield {"event": "message", "id": entry.id, "data": json.dumps(row(key[0], entry, body))}
         seen = now
         if new_counts != counts:
             counts = new_counts
