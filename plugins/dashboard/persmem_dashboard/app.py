@@ -21,7 +21,6 @@ from jinja2 import ChoiceLoader, DictLoader, Environment, PackageLoader, select_
 from litestar import Litestar, Request, Response, get, post
 from litestar.config.csrf import CSRFConfig
 from litestar.contrib.jinja import JinjaTemplateEngine
-from litestar.datastructures import State
 from litestar.exceptions import NotAuthorizedException, NotFoundException
 from litestar.middleware.session.server_side import ServerSideSessionConfig
 from litestar.response import Redirect, ServerSentEvent, Template
@@ -187,7 +186,6 @@ def build_dashboard(host, base: str) -> Litestar:
         stores={"sessions": FileStore(folder / "sessions")},
         exception_handlers={NotAuthorizedException: to_login, NotFoundException: not_found},
         after_request=headers,
-        state=State({"panels": panels}),
         debug=False,
         logging_config=None,
     )

@@ -531,6 +531,12 @@ class Collection:
                 "embedding_model": self.embedder.model_id,
             }
 
+    def matching(self, filters: Filters) -> list[Memory]:
+        """Live memories that pass `filters` (the masks searches use), in no particular order."""
+        with self.lock.gen_rlock():
+            mask = self._filter_mask(filters, len(self.at_row))
+            return [self.at_row[row] for row in np.flatnonzero(mask).tolist() if self.at_row[row] is not None]
+
     def recent(self, *, types: set[str], project: str | None = None, limit: int = 3,
                predicate=None) -> list[Memory]:
         with self.lock.gen_rlock():

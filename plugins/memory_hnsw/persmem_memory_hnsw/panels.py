@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from importlib import resources
 
-from persmem_core import CallContext, UserError
+from persmem_core import CallContext
 
 
 def _template(name: str) -> str:
@@ -55,8 +55,9 @@ def overview(view) -> dict:
 
 
 def browse(view) -> dict:
+    from .collection import Filters
     from .records import public
-    from .tools import memory_get, memory_search
+    from .tools import _tags, _when, memory_get, memory_search
 
     service, names, name = _collection(view)
     call = CallContext(agent=view.agent, transport="http", host=view.host)
@@ -74,16 +75,11 @@ def browse(view) -> dict:
         found = memory_search(query=query[:2000], top_k=20, collection=name, call=call, **filters)["results"]
         caption = f"{len(found)} best matches for “{query[:200]}”"
     else:
-        since = _day(filters["since"], "since")
-        until = _day(filters["until"], "until", end=True)
-        tags = {t.strip() for t in (filters["tags"] or "").split(",") if t.strip()}
-        with col.lock.gen_rlock():
-            rows = [m for m in col.memories.values()
-                    if (not filters["project"] or m.project == filters["project"])
-                    and (not filters["memory_type"] or m.type == filters["memory_type"])
-                    and (not filters["author"] or m.author == filters["author"])
-                    and (not tags or tags & set(m.tags))
-                    and (since is None or m.created >= since) and (until is None or m.created <= until)]
+        until = _when(filters["until"], "until")
+        if until is not None and len(filters["until"]) == 10:  # a date picked in the form: through that day
+            until += 86399.999
+        rows = col.matching(Filters(project=filters["project"], type=filters["memory_type"], author=filters["author"],
+                                    tags=_tags(filters["tags"]), since=_when(filters["since"], "since"), until=until))
         rows.sort(key=lambda m: m.updated, reverse=True)
         found = [public(m) for m in rows[:50]]
         caption = f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}" + (", newest 50 shown" if len(rows) > 50 else "")
@@ -91,16 +87,6 @@ def browse(view) -> dict:
         item["history"] = memory_get(item["id"], collection=name, include_history=True, call=call)["history"] \
             if item.get("version", 1) > 1 else []
     return {**facets, "results": found, "caption": caption}
-
-
-def _day(value: str | None, label: str, end: bool = False) -> float | None:
-    if not value:
-        return None
-    try:
-        day = datetime.fromisoformat(value).replace(tzinfo=UTC)
-    except ValueError:
-        raise UserError(f"{label} must be a date like 2026-11-01.") from None
-    return day.timestamp() + (86399.999 if end and len(value) == 10 else 0)
 
 
 def register(register):

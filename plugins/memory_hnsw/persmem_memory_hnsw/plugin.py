@@ -50,10 +50,16 @@ def make_embedder(host):
     return factories[config.embedder]()
 
 
-def open_service(host):
+def new_service(host):
+    """The host's memory service, not started yet."""
     from .service import MemoryService
 
-    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host)).start()
+    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host))
+
+
+def open_service(host):
+    """Take the store and load it now (CLI commands)."""
+    return new_service(host).start()
 
 
 def service_for(host):
@@ -69,10 +75,7 @@ def service_for(host):
 
 @hookimpl
 def startup(host):
-    from .service import MemoryService
-
-    service = MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host))
-    _services[id(host)] = service.start_in_background()
+    _services[id(host)] = new_service(host).start_in_background()
 
 
 @hookimpl

@@ -42,6 +42,7 @@ class VectorIndex:
         self.dim, self.m, self.ef_construction, self.ef_search = dim, m, ef_construction, ef_search
         self.index = None
         self.live = 0
+        self._fill_lock = threading.Lock()  # readers fill the vector copy lazily, several at once
         self._reset_copy()
 
     def _reset_copy(self) -> None:
@@ -50,7 +51,6 @@ class VectorIndex:
         # np.zeros pages are only resident once written.
         self._copy = np.zeros((0, self.dim), dtype=np.float16)
         self._have = np.zeros(0, dtype=bool)
-        self._fill_lock = threading.Lock()  # readers fill the copy lazily, several at once
 
     def _ensure_copy(self, size: int) -> None:
         if size <= len(self._have):
