@@ -25,7 +25,7 @@ from persmem_core import UserError
 
 from .config import MemoryConfig
 from .lexical import BM25Index
-from .log import RecordLog, read_frames
+from .log import RecordLog, decode_frame, read_frames
 from .records import ID_RE, Delete, Memory, Put, Version, content_hash, new_id
 from .vectors import VectorIndex
 
@@ -89,7 +89,7 @@ class Collection:
         self.by_hash: dict[tuple[str, str], str] = {}  # (project, content hash) -> id
         self.row_of: dict[str, int] = {}
         self.at_row: list[Memory | None] = []
-        self.label_row: dict[int, int] = {}
+        self._label_row = np.full(0, -1, dtype=np.int32)  # vector label -> row (-1: none)
         self.next_label = 0
         self.projects, self.types, self.authors = _Codes(), _Codes(), _Codes()
         self._project = np.zeros(0, dtype=np.int32)
@@ -97,11 +97,13 @@ class Collection:
         self._author = np.zeros(0, dtype=np.int32)
         self._created = np.zeros(0, dtype=np.float64)
         self._alive = np.zeros(0, dtype=bool)
+        self._first = np.zeros(0, dtype=np.int64)  # a row's labels are first .. first + count - 1
+        self._count = np.zeros(0, dtype=np.int32)
         self.tag_rows: dict[str, set[int]] = {}
         self.lexical = BM25Index()
         self.vectors: VectorIndex | None = None
         self.changes_since_save = 0
-        self.entry_size: dict[str, int] = {}  # bytes of each live memory's latest log entry
+        self.span: dict[str, tuple[int, int]] = {}  # where each live memory's latest log entry is
 
     # -- opening --------------------------------------------------------
     def open(self, *, reindex: bool = False) -> Collection:
@@ -112,26 +114,28 @@ class Collection:
         cfg = self.config
         self.vectors = VectorIndex(self.embedder.dim, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction,
                                    ef_search=cfg.hnsw_ef_search)
-        last_span: dict[str, tuple[int, int]] = {}
+        span = self.span
         for offset, end, entry in self.log.open_and_replay():
             if isinstance(entry, Put):
                 old = self.memories.get(entry.memory.id)
                 if old is not None:
-                    self.log.dead_bytes += last_span[old.id][1] - last_span[old.id][0]
+                    self.log.dead_bytes += span[old.id][1] - span[old.id][0]
                 self._apply_put(entry.memory, index=False)
-                last_span[entry.memory.id] = (offset, end)
-                self.next_label = max([self.next_label, *(label + 1 for label in entry.memory.labels)])
+                span[entry.memory.id] = (offset, end)
+                if entry.memory.labels:
+                    self.next_label = max(self.next_label, max(entry.memory.labels) + 1)
+                    if not reindex and len(entry.vectors) == 4 * self.embedder.dim * len(entry.memory.labels):
+                        self.vectors.remember(entry.memory.labels, _matrix(entry.vectors, self.embedder.dim))
             else:
                 if entry.id in self.memories:
-                    self.log.dead_bytes += last_span[entry.id][1] - last_span[entry.id][0] + (end - offset)
+                    self.log.dead_bytes += span[entry.id][1] - span[entry.id][0] + (end - offset)
                     self._apply_delete(entry.id, index=False)
-                    last_span.pop(entry.id, None)
-        self.entry_size = {memory_id: end - start for memory_id, (start, end) in last_span.items()}
+                    span.pop(entry.id, None)
         if reindex:
             self._reembed_all()
             return self
         self._check_model()
-        self._open_vectors(last_span)
+        self._open_vectors()
         return self
 
     def _reembed_all(self) -> None:
@@ -148,7 +152,7 @@ class Collection:
                 self.vectors.add(labels, vecs)
                 entries.append(Put(memory=memory, vectors=vecs.tobytes()))
         spans = self.log.rewrite(entries)
-        self.entry_size = {e.memory.id: end - start for e, (start, end) in zip(entries, spans, strict=True)}
+        self.span = {e.memory.id: span for e, span in zip(entries, spans, strict=True)}
         from persmem_core.fileio import atomic_write_bytes
 
         atomic_write_bytes(self.folder / "model.json",
@@ -170,7 +174,7 @@ class Collection:
 
             atomic_write_bytes(marker, msgspec.json.encode({"model_id": self.embedder.model_id, "dim": self.embedder.dim}))
 
-    def _open_vectors(self, last_span: dict[str, tuple[int, int]]) -> None:
+    def _open_vectors(self) -> None:
         index_path = self.folder / INDEX_NAME
         n_labels = sum(len(m.labels) for m in self.memories.values())
         meta = self.vectors.load(index_path, model_id=self.embedder.model_id, log_size=self.log.size)
@@ -192,18 +196,15 @@ class Collection:
             self.vectors.live = n_labels
             log.info("collection %s: index loaded, %d log entries replayed on top", self.name, replayed)
             return
-        self._rebuild_vectors(last_span, n_labels)
+        self._rebuild_vectors(n_labels)
 
-    def _rebuild_vectors(self, last_span: dict[str, tuple[int, int]], n_labels: int) -> None:
+    def _rebuild_vectors(self, n_labels: int) -> None:
         start = time.monotonic()
         self.vectors.create(capacity=max(1024, int(n_labels * 1.25)))
-        data = self.log.path.read_bytes() if self.memories else b""
         batch_labels, batch_vecs = [], []
-        for memory_id in self.memories:
-            offset, end = last_span[memory_id]
-            for _, _, entry in read_frames(memoryview(data)[offset:end]):
-                batch_labels.extend(entry.memory.labels)
-                batch_vecs.append(_matrix(entry.vectors, self.embedder.dim))
+        for memory in self.memories.values():
+            batch_labels.extend(memory.labels)
+            batch_vecs.append(self._logged_vectors(memory.id))
             if len(batch_labels) >= 2048:
                 self.vectors.add(batch_labels, np.vstack(batch_vecs))
                 batch_labels, batch_vecs = [], []
@@ -229,7 +230,7 @@ class Collection:
         if row < len(self._alive):
             return
         size = max(1024, 2 * len(self._alive), row + 1)
-        for name in ("_project", "_type", "_author", "_created", "_alive"):
+        for name in ("_project", "_type", "_author", "_created", "_alive", "_first", "_count"):
             old = getattr(self, name)
             new = np.zeros(size, dtype=old.dtype)
             new[: len(old)] = old
@@ -245,8 +246,15 @@ class Collection:
         self.memories[memory.id] = memory
         self.row_of[memory.id] = row
         self.by_hash[(memory.project, memory.content_hash)] = memory.id
-        for label in memory.labels:
-            self.label_row[label] = row
+        if memory.labels:
+            first, count = memory.labels[0], len(memory.labels)
+            assert memory.labels == list(range(first, first + count)), "a memory's labels are consecutive"
+            self._first[row], self._count[row] = first, count
+            if first + count > len(self._label_row):
+                grown = np.full(max(first + count, 2 * len(self._label_row), 1024), -1, dtype=np.int32)
+                grown[: len(self._label_row)] = self._label_row
+                self._label_row = grown
+            self._label_row[first : first + count] = row
         self._project[row] = self.projects.get(memory.project)
         self._type[row] = self.types.get(memory.type)
         self._author[row] = self.authors.get(memory.author)
@@ -267,8 +275,8 @@ class Collection:
             del self.by_hash[(memory.project, memory.content_hash)]
         for tag in memory.tags:
             self.tag_rows.get(tag, set()).discard(row)
-        for label in memory.labels:
-            self.label_row.pop(label, None)
+        if memory.labels:
+            self._label_row[memory.labels[0] : memory.labels[0] + len(memory.labels)] = -1
         self.lexical.remove(row)
         if index:
             self.vectors.remove(memory.labels)
@@ -316,9 +324,10 @@ class Collection:
             return
         spans = self.log.append(puts)  # raises OSError: nothing applied, nothing acknowledged
         for (memory, vecs), (start, end) in zip(pending, spans, strict=True):
-            self.log.dead_bytes += self.entry_size.get(memory.id, 0)
+            if memory.id in self.span:
+                self.log.dead_bytes += self.span[memory.id][1] - self.span[memory.id][0]
             self._apply_put(memory, index=True, vectors=vecs)
-            self.entry_size[memory.id] = end - start
+            self.span[memory.id] = (start, end)
         self.changes_since_save += len(puts)
         self._maintain()
 
@@ -332,8 +341,8 @@ class Collection:
             return None
         labels, sims = self.vectors.search(vecs[0], 3)
         for label, sim in zip(labels, sims, strict=True):
-            row = self.label_row.get(int(label))
-            memory = self.at_row[row] if row is not None else None
+            row = int(self._label_row[label])
+            memory = self.at_row[row] if row >= 0 else None
             if memory is not None and memory.project == project and len(memory.labels) == 1:
                 if sim >= self.config.dedup_threshold and _jaccard(content, memory.content) >= 0.9:
                     return memory.id, float(sim)
@@ -350,7 +359,7 @@ class Collection:
             if current is None:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
             if vecs is None:
-                vecs = self.vectors.vectors(current.labels)
+                vecs = self._logged_vectors(memory_id)
                 labels = current.labels
             else:
                 labels = list(range(self.next_label, self.next_label + len(vecs)))
@@ -374,7 +383,8 @@ class Collection:
             if memory is None:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
             self.log.append([Delete(id=memory_id, at=time.time(), by=by)])
-            self.log.dead_bytes += self.entry_size.pop(memory_id, 0)
+            start, end = self.span.pop(memory_id)
+            self.log.dead_bytes += end - start
             self._apply_delete(memory_id, index=True)
             self.changes_since_save += 1
             self._maintain()
@@ -388,15 +398,19 @@ class Collection:
             self.save_index()
 
     def compact(self) -> None:
-        """Rewrite the log with only live memories (their vectors read back from the index)."""
-        memories = list(self.memories.values())
-        entries = [Put(memory=m, vectors=self.vectors.vectors(m.labels).tobytes()) for m in memories]
-        spans = self.log.rewrite(entries)
-        self.entry_size = {m.id: end - start for m, (start, end) in zip(memories, spans, strict=True)}
+        """Rewrite the log with only the live memories' latest entries, copied as they are."""
+        ids = sorted(self.span, key=lambda memory_id: self.span[memory_id][0])
+        spans = self.log.rewrite(self.log.read(*self.span[memory_id]) for memory_id in ids)
+        self.span = dict(zip(ids, spans, strict=True))
         self.save_index()
         log.info("collection %s: compacted the log to %d bytes", self.name, self.log.size)
 
     # -- validation ------------------------------------------------------
+    def _logged_vectors(self, memory_id: str) -> np.ndarray:
+        """The exact float32 vectors of a live memory, from its latest log entry."""
+        entry = decode_frame(self.log.read(*self.span[memory_id]))
+        return _matrix(entry.vectors, self.embedder.dim)
+
     def _check_content(self, content: str) -> None:
         if not content.strip():
             raise UserError("content is empty; store some text.")
@@ -463,34 +477,44 @@ class Collection:
                     for row, score in best if self.at_row[row] is not None]
 
     def _dense(self, qvec: np.ndarray, mask: np.ndarray | None, pool: int) -> dict[int, float]:
-        best: dict[int, float] = {}
+        """Best chunk similarity per row for the `pool` best rows: exact over the filtered rows when they hold
+        few chunks, else the hnswlib graph (with the filter applied during the walk)."""
         if mask is not None:
             rows = np.flatnonzero(mask)
-            n_chunks = sum(len(self.at_row[r].labels) for r in rows) if len(rows) <= self.config.exact_search_below else None
-            if n_chunks is not None and n_chunks <= self.config.exact_search_below:
-                if n_chunks == 0:
-                    return {}
-                labels = [label for r in rows for label in self.at_row[r].labels]
-                sims = self.vectors.vectors(labels) @ qvec
-                for label, sim in zip(labels, sims.tolist(), strict=True):
-                    row = self.label_row[label]
-                    if sim > best.get(row, -2.0):
-                        best[row] = sim
-                return dict(sorted(best.items(), key=lambda kv: kv[1], reverse=True)[:pool])
-            label_row = self.label_row
-
-            def allowed(label: int) -> bool:
-                row = label_row.get(label)
-                return row is not None and bool(mask[row])
-
-            labels, sims = self.vectors.search(qvec, pool * 2, allowed=allowed)
+            counts = self._count[rows]
+            total = int(counts.sum())
+            if total <= self.config.exact_search_below:
+                return self._exact(qvec, rows, counts, total, pool)
+            label_row = self._label_row[: self.next_label]
+            ok = np.zeros(len(label_row), dtype=np.uint8)
+            live = label_row >= 0
+            ok[live] = mask[label_row[live]]
+            ok = ok.tobytes()
+            labels, sims = self.vectors.search(qvec, pool * 2, allowed=lambda label: ok[label] == 1)
         else:
             labels, sims = self.vectors.search(qvec, pool * 2)
+        best: dict[int, float] = {}
+        label_row = self._label_row
         for label, sim in zip(labels.tolist(), sims.tolist(), strict=True):
-            row = self.label_row.get(label)
-            if row is not None and sim > best.get(row, -2.0):
+            row = int(label_row[label]) if label < len(label_row) else -1
+            if row >= 0 and sim > best.get(row, -2.0):
                 best[row] = sim
         return dict(sorted(best.items(), key=lambda kv: kv[1], reverse=True)[:pool])
+
+    def _exact(self, qvec: np.ndarray, rows: np.ndarray, counts: np.ndarray, total: int, pool: int) -> dict[int, float]:
+        if total == 0:
+            return {}
+        if total == len(rows) and bool((counts == 1).all()):  # one chunk each (the usual case)
+            sims = self.vectors.similarities(self._first[rows], qvec)
+        else:  # a row's labels are consecutive: expand them, then take each row's best chunk
+            starts = np.cumsum(counts) - counts
+            labels = np.repeat(self._first[rows] - starts, counts) + np.arange(total)
+            keep = counts > 0
+            rows, starts = rows[keep], starts[keep]
+            sims = np.maximum.reduceat(self.vectors.similarities(labels, qvec), starts)
+        n = min(pool, len(rows))
+        top = np.argpartition(-sims, n - 1)[:n]
+        return dict(zip(rows[top].tolist(), sims[top].tolist(), strict=True))
 
     def _lexical(self, query: str, mask: np.ndarray | None, n_rows: int, pool: int) -> dict[int, float]:
         scores = self.lexical.scores(query, n_rows)

@@ -27,6 +27,6 @@ class MemoryConfig(ConfigSection):
     hnsw_ef_search: Annotated[int, Meta(ge=16, le=2000)] = 96
     exact_search_below: Annotated[
         int, Meta(ge=0, description="Filtered searches matching at most this many chunks are exact (brute force).")
-    ] = 4096
+    ] = 16384
     max_content_chars: Annotated[int, Meta(ge=100, description="Longest memory accepted, in characters.")] = 200_000
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000

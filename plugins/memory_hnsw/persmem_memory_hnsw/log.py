@@ -38,6 +38,15 @@ def encode_frame(entry) -> bytes:
     return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
+def decode_frame(frame: bytes):
+    """The entry of one whole frame (as `RecordLog.read` returns it); ValueError if it is damaged."""
+    length, crc = HEADER.unpack_from(frame, 0)
+    payload = memoryview(frame)[HEADER.size : HEADER.size + length]
+    if len(payload) != length or zlib.crc32(payload) != crc:
+        raise ValueError("damaged log frame")
+    return _decoder.decode(payload)
+
+
 def read_frames(data: bytes | memoryview) -> Iterator[tuple[int, int, object]]:
     """Yield (offset, end, entry) for each intact frame; stops at the first bad one."""
     view = memoryview(data)
@@ -80,7 +89,7 @@ class RecordLog:
             with open(self.path, "r+b") as f:
                 f.truncate(good_end)
                 os.fsync(f.fileno())
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.size = good_end
         fsync_dir(self.path.parent)
 
@@ -109,14 +118,20 @@ class RecordLog:
         self.size = pos
         return spans
 
+    def read(self, start: int, end: int) -> bytes:
+        """The bytes of one frame, by its span."""
+        assert self._fd is not None, "log not open"
+        return os.pread(self._fd, end - start, start)
+
     def rewrite(self, entries: Iterable) -> list[tuple[int, int]]:
-        """Replace the log with exactly `entries` (compaction), atomically and durably; returns their spans."""
+        """Replace the log with exactly `entries` (entries, or frames as bytes), atomically and durably;
+        returns their spans."""
         tmp = self.path.with_name(self.path.name + ".compact")
         spans = []
         with open(tmp, "wb") as f:
             size = 0
             for entry in entries:
-                frame = encode_frame(entry)
+                frame = entry if isinstance(entry, bytes) else encode_frame(entry)
                 f.write(frame)
                 spans.append((size, size + len(frame)))
                 size += len(frame)
@@ -125,7 +140,7 @@ class RecordLog:
         self.close()
         os.replace(tmp, self.path)
         fsync_dir(self.path.parent)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
         self.size = size
         self.dead_bytes = 0
         return spans

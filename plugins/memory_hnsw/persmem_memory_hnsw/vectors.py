@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 
 import msgspec
@@ -42,25 +41,33 @@ class VectorIndex:
         self.dim, self.m, self.ef_construction, self.ef_search = dim, m, ef_construction, ef_search
         self.index = None
         self.live = 0
-        self._fill_lock = threading.Lock()  # readers fill the vector copy lazily, several at once
-        self._reset_copy()
+        # An int8 copy of every vector by label (scaled per row), for exact filtered search: a numpy gather plus
+        # one matrix product scores 10,000 chunks in ~3 ms, where hnswlib's get_items costs ~30 us per label and
+        # a filtered graph walk calls back into Python for every candidate. Filled from the log on open and on
+        # every add (a quarter of float32's memory; the log keeps the exact float32 vectors).
+        self._q = np.zeros((0, dim), dtype=np.int8)
+        self._scale = np.zeros(0, dtype=np.float32)
 
-    def _reset_copy(self) -> None:
-        # A float16 copy of the vectors by label, for exact (filtered) search: hnswlib's get_items costs ~20 us
-        # per label, a numpy gather next to nothing. Filled on add and, after a load, lazily on first use;
-        # np.zeros pages are only resident once written.
-        self._copy = np.zeros((0, self.dim), dtype=np.float16)
-        self._have = np.zeros(0, dtype=bool)
-
-    def _ensure_copy(self, size: int) -> None:
-        if size <= len(self._have):
+    def remember(self, labels: list[int] | np.ndarray, vectors: np.ndarray) -> None:
+        """Keep the int8 copy of `vectors` for exact search (without adding them to the graph)."""
+        rows = np.asarray(labels, dtype=np.int64)
+        if rows.size == 0:
             return
-        size = max(size, 2 * len(self._have), 1024)
-        copy = np.zeros((size, self.dim), dtype=np.float16)
-        have = np.zeros(size, dtype=bool)
-        copy[: len(self._copy)] = self._copy
-        have[: len(self._have)] = self._have
-        self._copy, self._have = copy, have
+        top = int(rows.max()) + 1
+        if top > len(self._scale):
+            size = max(top, 2 * len(self._scale), 1024)
+            q = np.zeros((size, self.dim), dtype=np.int8)
+            scale = np.zeros(size, dtype=np.float32)
+            q[: len(self._q)] = self._q
+            scale[: len(self._scale)] = self._scale
+            self._q, self._scale = q, scale
+        peak = np.maximum(np.abs(vectors).max(axis=1), 1e-12)
+        self._q[rows] = np.rint(vectors * (127.0 / peak)[:, None]).astype(np.int8)
+        self._scale[rows] = peak / 127.0
+
+    def similarities(self, labels: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Exact (to int8 rounding) inner products of `query` with the vectors of `labels`."""
+        return (self._q[labels].astype(np.float32) @ query) * self._scale[labels]
 
     def _new(self, capacity: int):
         import hnswlib
@@ -75,7 +82,6 @@ class VectorIndex:
     def create(self, capacity: int = 1024) -> None:
         self.index = self._new(capacity)
         self.live = 0
-        self._reset_copy()
 
     def add(self, labels: list[int], vectors: np.ndarray) -> None:
         if not labels:
@@ -86,10 +92,7 @@ class VectorIndex:
         at = np.asarray(labels, dtype=np.uint64)
         self.index.add_items(vectors, at, replace_deleted=True)
         self.live += len(labels)
-        rows = at.astype(np.int64)
-        self._ensure_copy(int(rows.max()) + 1)
-        self._copy[rows] = vectors
-        self._have[rows] = True
+        self.remember(labels, vectors)
 
     def remove(self, labels: list[int]) -> None:
         for label in labels:
@@ -112,19 +115,6 @@ class VectorIndex:
                 raise
             labels, distances = self.index.knn_query(query, k=max(1, k // 4), filter=allowed)
         return labels[0], 1.0 - distances[0]
-
-    def vectors(self, labels: list[int]) -> np.ndarray:
-        """The (float16-rounded) vectors of live `labels`, as float32 rows."""
-        rows = np.asarray(labels, dtype=np.int64)
-        if rows.size == 0:
-            return np.empty((0, self.dim), dtype=np.float32)
-        with self._fill_lock:
-            self._ensure_copy(int(rows.max()) + 1)
-            missing = rows[~self._have[rows]]
-            if missing.size:
-                self._copy[missing] = np.asarray(self.index.get_items(missing.tolist(), return_type="numpy"))
-                self._have[missing] = True
-            return self._copy[rows].astype(np.float32)
 
     # -- persistence ---------------------------------------------------
     def save(self, path: Path, *, model_id: str, log_offset: int) -> None:
@@ -161,7 +151,6 @@ class VectorIndex:
         index.set_num_threads(1)
         self.index = index
         self.live = meta.count
-        self._reset_copy()
         return meta
 
 
