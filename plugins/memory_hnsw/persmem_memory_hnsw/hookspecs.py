@@ -5,7 +5,9 @@ from persmem_core.hookspecs import hookspec
 
 @hookspec
 def register_embedders(register):
-    """Offer an embedding model: `register(name, factory)`; factory() returns an embedder like embedder.OnnxEmbedder."""
+    """Offer an embedding model: `register(name, factory)`; factory(cache) returns an embedder like
+    embedder.OnnxEmbedder. `cache` is a folder (not created yet) where it may keep files it derives, such as a
+    re-quantized model."""
 
 
 @hookspec

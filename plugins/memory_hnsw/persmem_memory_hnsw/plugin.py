@@ -26,10 +26,10 @@ def register_config(register):
 
 @hookimpl
 def register_embedders(register):
-    def minilm_int8():
+    def minilm_int8(cache):
         from .embedder import OnnxEmbedder, default_model_files
 
-        return OnnxEmbedder(default_model_files())
+        return OnnxEmbedder(default_model_files(), cache=cache)
 
     register("minilm-int8", minilm_int8)
 
@@ -47,7 +47,7 @@ def make_embedder(host):
 
         raise UserError(f"[memory] embedder = {config.embedder!r} is not offered by any plugin; "
                         f"available: {', '.join(sorted(factories))}.")
-    return factories[config.embedder]()
+    return factories[config.embedder](host.data_dir(DATA_FOLDER) / ".models")
 
 
 def new_service(host):

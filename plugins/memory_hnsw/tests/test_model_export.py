@@ -28,8 +28,8 @@ def exported(tmp_path_factory):
     return out
 
 
-def test_the_export_embeds_like_the_default_model(exported):
-    default = OnnxEmbedder(default_model_files()).load()
+def test_the_export_embeds_like_the_default_model(exported, tmp_path):
+    default = OnnxEmbedder(default_model_files(), cache=tmp_path / "models").load()  # as the server runs it
     ours = OnnxEmbedder(folder_model_files(exported)).load()
     assert ours.dim == default.dim == 384 and ours.model_id != default.model_id
     a = np.vstack([default.embed_query(t) for t in DOCS])

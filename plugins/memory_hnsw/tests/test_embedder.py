@@ -1,0 +1,38 @@
+"""The default model is re-quantized once into the store's cache, checked on every load, and remade if damaged;
+the result embeds like the shipped file (the same nearest documents)."""
+
+import numpy as np
+
+from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+from test_model_export import DOCS, QUERIES
+
+
+def test_requantized_once_checked_and_remade_when_damaged(tmp_path):
+    cache = tmp_path / "models"
+    first = OnnxEmbedder(default_model_files(), cache=cache).load()
+    made = sorted(p.name for p in cache.iterdir())
+    assert len(made) == 2 and made[0].endswith("-dynamic-int8.onnx") and made[1].endswith(".onnx.json"), made
+    model = cache / made[0]
+    stamp = model.stat().st_mtime_ns
+    OnnxEmbedder(default_model_files(), cache=cache).load()
+    assert model.stat().st_mtime_ns == stamp, "a good prepared model is reused, not made again"
+
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+    model.write_bytes(bytes(data))
+    again = OnnxEmbedder(default_model_files(), cache=cache).load()
+    assert sorted(p.name for p in cache.iterdir()) == made, "no temporary files left behind"
+    probe = first.embed_query(DOCS[0])
+    assert float(again.embed_query(DOCS[0]) @ probe) > 0.9999, "the damaged file was remade, not used"
+    assert first.model_id == "all-MiniLM-L6-v2-onnx-int8-dynamic"
+
+
+def test_requantized_model_finds_what_the_shipped_file_finds(tmp_path):
+    shipped = OnnxEmbedder(default_model_files()).load()
+    ours = OnnxEmbedder(default_model_files(), cache=tmp_path / "models").load()
+    assert ours.model_id != shipped.model_id, "a store never mixes the two models' vectors"
+    a = np.vstack(shipped.embed_chunks(DOCS))
+    b = np.vstack(ours.embed_chunks(DOCS))
+    assert ((a * b).sum(axis=1) > 0.97).all()
+    for query, expected in QUERIES.items():
+        assert int(np.argmax(b @ ours.embed_query(query))) == expected == int(np.argmax(a @ shipped.embed_query(query)))
