@@ -26,7 +26,7 @@ from persmem_core import UserError
 from .config import MemoryConfig
 from .lexical import BM25Index
 from .log import RecordLog, decode_frame, read_frames
-from .records import ID_RE, Delete, Memory, Put, Version, content_hash, new_id
+from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, dedup_key, head_of, new_id
 from .vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
@@ -85,10 +85,11 @@ class Collection:
         self.name, self.folder, self.embedder, self.config = name, Path(folder), embedder, config
         self.lock = rwlock.RWLockWrite()
         self.log = RecordLog(self.folder / LOG_NAME)
-        self.memories: dict[str, Memory] = {}
-        self.by_hash: dict[tuple[str, str], str] = {}  # (project, content hash) -> id
+        self.memories: dict[str, Head] = {}  # live memories' heads; texts and histories stay in the log
+        self.by_hash: dict[int, str] = {}  # dedup_key(project, content hash) -> id
         self.row_of: dict[str, int] = {}
-        self.at_row: list[Memory | None] = []
+        self.at_row: list[Head | None] = []
+        self._strings: dict[str, str] = {}  # one copy of each project, type, author and tag
         self._label_row = np.full(0, -1, dtype=np.int32)  # vector label -> row (-1: none)
         self.next_label = 0
         self.projects, self.types, self.authors = _Codes(), _Codes(), _Codes()
@@ -99,11 +100,12 @@ class Collection:
         self._alive = np.zeros(0, dtype=bool)
         self._first = np.zeros(0, dtype=np.int64)  # a row's labels are first .. first + count - 1
         self._count = np.zeros(0, dtype=np.int32)
+        self._start = np.zeros(0, dtype=np.int64)  # where a row's log entry is: start .. end
+        self._end = np.zeros(0, dtype=np.int64)
         self.tag_rows: dict[str, set[int]] = {}
         self.lexical = BM25Index()
         self.vectors: VectorIndex | None = None
         self.changes_since_save = 0
-        self.span: dict[str, tuple[int, int]] = {}  # where each live memory's latest log entry is
 
     # -- opening --------------------------------------------------------
     def open(self, *, reindex: bool = False) -> Collection:
@@ -114,23 +116,19 @@ class Collection:
         cfg = self.config
         self.vectors = VectorIndex(self.embedder.dim, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction,
                                    ef_search=cfg.hnsw_ef_search)
-        span = self.span
         for offset, end, entry in self.log.open_and_replay():
             if isinstance(entry, Put):
-                old = self.memories.get(entry.memory.id)
-                if old is not None:
-                    self.log.dead_bytes += span[old.id][1] - span[old.id][0]
-                self._apply_put(entry.memory, index=False)
-                span[entry.memory.id] = (offset, end)
+                if entry.memory.id in self.memories:
+                    self.log.dead_bytes += self._span_bytes(entry.memory.id)
+                self._apply_put(entry.memory, index=False, span=(offset, end))
                 if entry.memory.labels:
                     self.next_label = max(self.next_label, max(entry.memory.labels) + 1)
                     if not reindex and len(entry.vectors) == 4 * self.embedder.dim * len(entry.memory.labels):
                         self.vectors.remember(entry.memory.labels, _matrix(entry.vectors, self.embedder.dim))
             else:
                 if entry.id in self.memories:
-                    self.log.dead_bytes += span[entry.id][1] - span[entry.id][0] + (end - offset)
+                    self.log.dead_bytes += self._span_bytes(entry.id) + (end - offset)
                     self._apply_delete(entry.id, index=False)
-                    span.pop(entry.id, None)
         if reindex:
             self._reembed_all()
             return self
@@ -139,7 +137,7 @@ class Collection:
         return self
 
     def _reembed_all(self) -> None:
-        memories = list(self.memories.values())
+        memories = [self._load(memory_id) for memory_id in self.memories]
         self.vectors.create(capacity=max(1024, len(memories) * 2))
         entries, self.next_label = [], 0
         for start in range(0, len(memories), 256):
@@ -148,11 +146,11 @@ class Collection:
                 labels = list(range(self.next_label, self.next_label + len(vecs)))
                 self.next_label += len(vecs)
                 memory = msgspec.structs.replace(memory, labels=labels)
-                self._apply_put(memory, index=False)
+                self._apply_put(memory, index=False, span=(0, 0))
                 self.vectors.add(labels, vecs)
                 entries.append(Put(memory=memory, vectors=vecs.tobytes()))
-        spans = self.log.rewrite(entries)
-        self.span = {e.memory.id: span for e, span in zip(entries, spans, strict=True)}
+        for entry, span in zip(entries, self.log.rewrite(entries), strict=True):
+            self._set_span(entry.memory.id, span)
         from persmem_core.fileio import atomic_write_bytes
 
         atomic_write_bytes(self.folder / "model.json",
@@ -176,7 +174,7 @@ class Collection:
 
     def _open_vectors(self) -> None:
         index_path = self.folder / INDEX_NAME
-        n_labels = sum(len(m.labels) for m in self.memories.values())
+        n_labels = sum(m.n_labels for m in self.memories.values())
         meta = self.vectors.load(index_path, model_id=self.embedder.model_id, log_size=self.log.size)
         if meta is not None:
             tail = read_frames(_read_from(self.log.path, meta.log_offset))
@@ -191,8 +189,9 @@ class Collection:
                     self.vectors.add(entry.memory.labels, _matrix(entry.vectors, self.embedder.dim))
                 else:
                     pass  # deleted memories' labels are removed below
-            live_labels = {label for m in self.memories.values() for label in m.labels}
-            self.vectors.remove([label for label in self.vectors.index.get_ids_list() if label not in live_labels])
+            live = self._label_row
+            self.vectors.remove([label for label in self.vectors.index.get_ids_list()
+                                 if label >= len(live) or live[label] < 0])
             self.vectors.live = n_labels
             log.info("collection %s: index loaded, %d log entries replayed on top", self.name, replayed)
             return
@@ -230,25 +229,27 @@ class Collection:
         if row < len(self._alive):
             return
         size = max(1024, 2 * len(self._alive), row + 1)
-        for name in ("_project", "_type", "_author", "_created", "_alive", "_first", "_count"):
+        for name in ("_project", "_type", "_author", "_created", "_alive", "_first", "_count", "_start", "_end"):
             old = getattr(self, name)
             new = np.zeros(size, dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
 
-    def _apply_put(self, memory: Memory, *, index: bool, vectors: np.ndarray | None = None) -> None:
+    def _apply_put(self, memory: Memory, *, index: bool, span: tuple[int, int],
+                   vectors: np.ndarray | None = None) -> None:
         old = self.memories.get(memory.id)
         if old is not None:
             self._apply_delete(memory.id, index=index and old.labels != memory.labels)
+        head = head_of(memory, self._strings)
         row = len(self.at_row)
-        self.at_row.append(memory)
+        self.at_row.append(head)
         self._grow(row)
-        self.memories[memory.id] = memory
+        self.memories[memory.id] = head
         self.row_of[memory.id] = row
-        self.by_hash[(memory.project, memory.content_hash)] = memory.id
+        self.by_hash[head.dedup_key] = memory.id
+        self._start[row], self._end[row] = span
         if memory.labels:
-            first, count = memory.labels[0], len(memory.labels)
-            assert memory.labels == list(range(first, first + count)), "a memory's labels are consecutive"
+            first, count = head.first_label, head.n_labels
             self._first[row], self._count[row] = first, count
             if first + count > len(self._label_row):
                 grown = np.full(max(first + count, 2 * len(self._label_row), 1024), -1, dtype=np.int32)
@@ -260,7 +261,7 @@ class Collection:
         self._author[row] = self.authors.get(memory.author)
         self._created[row] = memory.created
         self._alive[row] = True
-        for tag in memory.tags:
+        for tag in head.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
         self.lexical.add(row, _lexical_text(memory))
         if index and vectors is not None and (old is None or old.labels != memory.labels):
@@ -271,12 +272,11 @@ class Collection:
         row = self.row_of.pop(memory_id)
         self.at_row[row] = None
         self._alive[row] = False
-        if self.by_hash.get((memory.project, memory.content_hash)) == memory_id:
-            del self.by_hash[(memory.project, memory.content_hash)]
+        if self.by_hash.get(memory.dedup_key) == memory_id:
+            del self.by_hash[memory.dedup_key]
         for tag in memory.tags:
             self.tag_rows.get(tag, set()).discard(row)
-        if memory.labels:
-            self._label_row[memory.labels[0] : memory.labels[0] + len(memory.labels)] = -1
+        self._label_row[memory.first_label : memory.first_label + memory.n_labels] = -1
         self.lexical.remove(row)
         if index:
             self.vectors.remove(memory.labels)
@@ -295,7 +295,7 @@ class Collection:
                 if item.memory_id and item.memory_id in self.memories:
                     raise UserError(f"memory id {item.memory_id!r} already exists; use memory_update to change it.")
                 if dedup:
-                    same = self.by_hash.get((item.project, digest)) or batch_hashes.get((item.project, digest))
+                    same = self._exact_duplicate(item.project, digest) or batch_hashes.get((item.project, digest))
                     if same:
                         results.append({"status": "duplicate", "id": same, "match": "exact"})
                         continue
@@ -323,13 +323,19 @@ class Collection:
         if not puts:
             return
         spans = self.log.append(puts)  # raises OSError: nothing applied, nothing acknowledged
-        for (memory, vecs), (start, end) in zip(pending, spans, strict=True):
-            if memory.id in self.span:
-                self.log.dead_bytes += self.span[memory.id][1] - self.span[memory.id][0]
-            self._apply_put(memory, index=True, vectors=vecs)
-            self.span[memory.id] = (start, end)
+        for (memory, vecs), span in zip(pending, spans, strict=True):
+            if memory.id in self.memories:
+                self.log.dead_bytes += self._span_bytes(memory.id)
+            self._apply_put(memory, index=True, span=span, vectors=vecs)
         self.changes_since_save += len(puts)
         self._maintain()
+
+    def _exact_duplicate(self, project: str, digest: str) -> str | None:
+        memory_id = self.by_hash.get(dedup_key(project, digest))
+        if memory_id is None:
+            return None
+        memory = self._load(memory_id)  # confirm: the key is a 64-bit digest of (project, hash)
+        return memory_id if memory.project == project and memory.content_hash == digest else None
 
     def _near_duplicate(self, project: str, content: str, vecs: np.ndarray) -> tuple[str, float] | None:
         """A near duplicate is close in meaning (cosine >= dedup_threshold) *and* in words (Jaccard >= 0.9 on
@@ -342,10 +348,10 @@ class Collection:
         labels, sims = self.vectors.search(vecs[0], 3)
         for label, sim in zip(labels, sims, strict=True):
             row = int(self._label_row[label])
-            memory = self.at_row[row] if row >= 0 else None
-            if memory is not None and memory.project == project and len(memory.labels) == 1:
-                if sim >= self.config.dedup_threshold and _jaccard(content, memory.content) >= 0.9:
-                    return memory.id, float(sim)
+            head = self.at_row[row] if row >= 0 else None
+            if head is not None and head.project == project and head.n_labels == 1 and sim >= self.config.dedup_threshold:
+                if _jaccard(content, self._load(head.id).content) >= 0.9:
+                    return head.id, float(sim)
         return None
 
     def update(self, memory_id: str, *, author: str, content: str | None = None, tags: list[str] | None = None,
@@ -355,9 +361,9 @@ class Collection:
         if content is not None:
             self._check_content(content)
         with self.lock.gen_wlock():
-            current = self.memories.get(memory_id)
-            if current is None:
+            if memory_id not in self.memories:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
+            current = self._load(memory_id)
             if vecs is None:
                 vecs = self._logged_vectors(memory_id)
                 labels = current.labels
@@ -379,12 +385,11 @@ class Collection:
 
     def delete(self, memory_id: str, *, by: str) -> Memory:
         with self.lock.gen_wlock():
-            memory = self.memories.get(memory_id)
-            if memory is None:
+            if memory_id not in self.memories:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
+            memory = self._load(memory_id)
             self.log.append([Delete(id=memory_id, at=time.time(), by=by)])
-            start, end = self.span.pop(memory_id)
-            self.log.dead_bytes += end - start
+            self.log.dead_bytes += self._span_bytes(memory_id)
             self._apply_delete(memory_id, index=True)
             self.changes_since_save += 1
             self._maintain()
@@ -399,17 +404,38 @@ class Collection:
 
     def compact(self) -> None:
         """Rewrite the log with only the live memories' latest entries, copied as they are."""
-        ids = sorted(self.span, key=lambda memory_id: self.span[memory_id][0])
-        spans = self.log.rewrite(self.log.read(*self.span[memory_id]) for memory_id in ids)
-        self.span = dict(zip(ids, spans, strict=True))
+        ids = sorted(self.memories, key=lambda memory_id: self._span(memory_id)[0])
+        spans = self.log.rewrite(self.log.read(*self._span(memory_id)) for memory_id in ids)
+        for memory_id, span in zip(ids, spans, strict=True):
+            self._set_span(memory_id, span)
         self.save_index()
         log.info("collection %s: compacted the log to %d bytes", self.name, self.log.size)
 
-    # -- validation ------------------------------------------------------
+    # -- the log entries behind the heads -------------------------------
+    def _span(self, memory_id: str) -> tuple[int, int]:
+        row = self.row_of[memory_id]
+        return int(self._start[row]), int(self._end[row])
+
+    def _set_span(self, memory_id: str, span: tuple[int, int]) -> None:
+        row = self.row_of[memory_id]
+        self._start[row], self._end[row] = span
+
+    def _span_bytes(self, memory_id: str) -> int:
+        start, end = self._span(memory_id)
+        return end - start
+
+    def _entry(self, memory_id: str) -> Put:
+        """A live memory's latest log entry. Hold the lock (a compaction swaps the log file)."""
+        return decode_frame(self.log.read(*self._span(memory_id)))
+
+    def _load(self, memory_id: str) -> Memory:
+        return self._entry(memory_id).memory
+
     def _logged_vectors(self, memory_id: str) -> np.ndarray:
         """The exact float32 vectors of a live memory, from its latest log entry."""
-        entry = decode_frame(self.log.read(*self.span[memory_id]))
-        return _matrix(entry.vectors, self.embedder.dim)
+        return _matrix(self._entry(memory_id).vectors, self.embedder.dim)
+
+    # -- validation ------------------------------------------------------
 
     def _check_content(self, content: str) -> None:
         if not content.strip():
@@ -427,10 +453,16 @@ class Collection:
 
     # -- reading ---------------------------------------------------------
     def get(self, memory_id: str) -> Memory:
-        memory = self.memories.get(memory_id)
-        if memory is None:
-            raise UserError(f"no memory {memory_id!r} in collection {self.name!r}; memory_search finds ids.")
-        return memory
+        """The whole memory (text and history included)."""
+        with self.lock.gen_rlock():
+            if memory_id not in self.memories:
+                raise UserError(f"no memory {memory_id!r} in collection {self.name!r}; memory_search finds ids.")
+            return self._load(memory_id)
+
+    def get_many(self, memory_ids: list[str]) -> list[Memory]:
+        """The whole memories of those ids that are still live, in the given order."""
+        with self.lock.gen_rlock():
+            return [self._load(memory_id) for memory_id in memory_ids if memory_id in self.memories]
 
     def _filter_mask(self, filters: Filters, n_rows: int) -> np.ndarray:
         mask = self._alive[:n_rows].copy()
@@ -473,8 +505,8 @@ class Collection:
                     age_days = max(0.0, (now - self._created[row]) / 86400.0)
                     scores[row] *= (1.0 - recency_weight) + recency_weight * math.exp(-age_days / 30.0)
             best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
-            return [Hit(memory=self.at_row[row], score=float(score), dense=dense.get(row), lexical=lexical.get(row))
-                    for row, score in best if self.at_row[row] is not None]
+            return [Hit(memory=self._load(self.at_row[row].id), score=float(score), dense=dense.get(row),
+                        lexical=lexical.get(row)) for row, score in best if self.at_row[row] is not None]
 
     def _dense(self, qvec: np.ndarray, mask: np.ndarray | None, pool: int) -> dict[int, float]:
         """Best chunk similarity per row for the `pool` best rows: exact over the filtered rows when they hold
@@ -538,7 +570,7 @@ class Collection:
                 authors[m.author] = authors.get(m.author, 0) + 1
                 for tag in m.tags:
                     tags[tag] = tags.get(tag, 0) + 1
-            sizes = [len(m.content) for m in memories]
+            sizes = [m.chars for m in memories]
             return {
                 "collection": self.name,
                 "count": len(memories),
@@ -550,23 +582,26 @@ class Collection:
                 "average_chars": round(sum(sizes) / len(sizes), 1) if sizes else 0,
                 "oldest": min((m.created for m in memories), default=None),
                 "newest": max((m.created for m in memories), default=None),
-                "chunks": sum(len(m.labels) for m in memories),
+                "chunks": sum(m.n_labels for m in memories),
                 "log_bytes": self.log.size,
                 "embedding_model": self.embedder.model_id,
             }
 
-    def matching(self, filters: Filters) -> list[Memory]:
-        """Live memories that pass `filters` (the masks searches use), in no particular order."""
+    def matching(self, filters: Filters) -> list[Head]:
+        """Heads of the live memories that pass `filters` (the masks searches use), in no particular order;
+        `get_many` reads the ones you show."""
         with self.lock.gen_rlock():
             mask = self._filter_mask(filters, len(self.at_row))
             return [self.at_row[row] for row in np.flatnonzero(mask).tolist() if self.at_row[row] is not None]
 
     def recent(self, *, types: set[str], project: str | None = None, limit: int = 3,
                predicate=None) -> list[Memory]:
+        """The `limit` most recently updated memories of `types` (and `project`) whose head passes `predicate`."""
         with self.lock.gen_rlock():
             found = [m for m in self.memories.values()
                      if m.type in types and (project is None or m.project == project) and (predicate is None or predicate(m))]
-        return sorted(found, key=lambda m: m.updated, reverse=True)[:limit]
+            found = sorted(found, key=lambda m: m.updated, reverse=True)[:limit]
+            return [self._load(m.id) for m in found]
 
 
 def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float) -> dict[int, float]:

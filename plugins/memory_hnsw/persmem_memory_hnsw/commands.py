@@ -81,7 +81,8 @@ def export_(path: Path, collection: str | None) -> None:
         for name, col in sorted(service.collections().items()):
             if collection not in (None, name):
                 continue
-            for memory in sorted(col.memories.values(), key=lambda m: m.created):
+            for head in sorted(col.memories.values(), key=lambda m: m.created):
+                memory = col.get(head.id)
                 record = public(memory)
                 record["created_ts"], record["updated_ts"] = memory.created, memory.updated
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -81,7 +81,7 @@ def browse(view) -> dict:
         rows = col.matching(Filters(project=filters["project"], type=filters["memory_type"], author=filters["author"],
                                     tags=_tags(filters["tags"]), since=_when(filters["since"], "since"), until=until))
         rows.sort(key=lambda m: m.updated, reverse=True)
-        found = [public(m) for m in rows[:50]]
+        found = [public(m) for m in col.get_many([m.id for m in rows[:50]])]
         caption = f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}" + (", newest 50 shown" if len(rows) > 50 else "")
     for item in found:
         item["history"] = memory_get(item["id"], collection=name, include_history=True, call=call)["history"] \

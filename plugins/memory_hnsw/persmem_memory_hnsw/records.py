@@ -40,6 +40,46 @@ class Memory(msgspec.Struct, kw_only=True):
     history: list[Version] = []
 
 
+class Head(msgspec.Struct, kw_only=True, gc=False):
+    """What a collection keeps in memory of a live memory: everything but its text and history, which stay in
+    the log (read back by span when a memory is returned). ~400 bytes instead of ~1.6 KB at 100k memories."""
+
+    id: str
+    project: str
+    type: str
+    author: str
+    tags: tuple[str, ...]
+    created: float
+    updated: float
+    version: int
+    chars: int
+    first_label: int
+    n_labels: int
+    dedup_key: int  # (project, content hash) folded to 64 bits; a match is confirmed against the log
+
+    @property
+    def labels(self) -> list[int]:
+        return list(range(self.first_label, self.first_label + self.n_labels))
+
+
+def head_of(memory: Memory, strings: dict[str, str]) -> Head:
+    """The in-memory head of `memory`; repeated strings (projects, types, authors, tags) are shared via `strings`."""
+    def one(value: str) -> str:
+        return strings.setdefault(value, value)
+
+    labels = memory.labels
+    if labels and labels != list(range(labels[0], labels[0] + len(labels))):
+        raise ValueError(f"memory {memory.id}: its vector labels are not consecutive")
+    return Head(id=memory.id, project=one(memory.project), type=one(memory.type), author=one(memory.author),
+                tags=tuple(one(t) for t in memory.tags), created=memory.created, updated=memory.updated,
+                version=memory.version, chars=len(memory.content), first_label=labels[0] if labels else 0,
+                n_labels=len(labels), dedup_key=dedup_key(memory.project, memory.content_hash))
+
+
+def dedup_key(project: str, digest: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{project}\0{digest}".encode(), digest_size=8).digest(), "little")
+
+
 class Put(msgspec.Struct, tag="put", kw_only=True):
     """The memory's current state, with its chunk vectors (float32, one row per label)."""
 

@@ -71,7 +71,7 @@ def test_kill_9_sweep_loses_nothing_acknowledged(tmp_path, embedder):
                 expected[memory_id] = "deleted"  # the in-flight delete landed; it must stay deleted
         for memory_id, n in updated.items():
             if expected.get(memory_id) == "present":
-                assert col.memories[memory_id].content.startswith(f"updated note number {n}")
+                assert col.get(memory_id).content.startswith(f"updated note number {n}")
         hits = col.search("note about topic 3", top_k=5, filters=Filters(project="p"))
         assert all(h.memory.id in col.memories for h in hits)
         assert col.vectors.live == sum(len(m.labels) for m in col.memories.values())
@@ -152,8 +152,8 @@ def test_updates_and_deletes_do_not_grow_disk_without_bound(tmp_path, embedder):
     assert index_cap <= 4096, "deleted slots are reused"
     col.close()
     col = open_collection(folder, embedder)
-    assert col.memories["m5"].version == 41 and "revision 39" in col.memories["m5"].content
-    assert len(col.memories["m5"].history) == 40
+    assert col.memories["m5"].version == 41 and "revision 39" in col.get("m5").content
+    assert len(col.get("m5").history) == 40
 
 
 def test_another_model_is_refused_until_reindex(tmp_path, embedder):
@@ -199,3 +199,35 @@ def test_failed_write_reports_failure_and_leaves_nothing(tmp_path, embedder, mon
     col.close()
     reopened = open_collection(folder, embedder)
     assert "nope" not in reopened.memories and len(reopened.memories) == 3
+
+
+def test_compaction_copies_entries_exactly_and_search_stays_exact(tmp_path, embedder):
+    """Texts and float32 vectors live in the log, not in memory: updates that keep the text reuse the logged
+    vectors, compaction copies entries byte for byte, and an exact (filtered) search ranks like float32 math."""
+    folder = tmp_path / "c"
+    col = open_collection(folder, embedder)
+    store_some(col, n=20)
+    original = {f"m{i}": col._logged_vectors(f"m{i}").copy() for i in range(20)}
+    written = 0
+    for round_ in range(60):
+        for i in range(20):
+            col.update(f"m{i}", author="kite", tags=[f"round-{round_}", "x" * 60])
+            written += col._span_bytes(f"m{i}")
+    assert col.log.size < written / 2, "the log was compacted"
+    col.close()
+    col = open_collection(folder, embedder)
+    for memory_id, vectors in original.items():
+        assert np.array_equal(col._logged_vectors(memory_id), vectors), memory_id
+    assert col.get("m3").version == 61 and col.get("m3").tags == ["round-59", "x" * 60]
+    again = col.store([NewMemory(content=col.get("m3").content, project=col.get("m3").project, type="note", tags=[])],
+                      author="kite")
+    assert again == [{"status": "duplicate", "id": "m3", "match": "exact"}]
+
+    project = col.get("m0").project
+    members = [m for m in col.memories.values() if m.project == project]
+    for query in ("green server", "backup schedule", "a cat"):
+        q = embedder.embed_query(query)
+        truth = max(members, key=lambda m: float(original[m.id][0] @ q)).id
+        hits = col.search(query, top_k=3, filters=Filters(project=project), mode="dense")
+        assert hits[0].memory.id == truth and all(h.memory.project == project for h in hits)
+    col.close()
