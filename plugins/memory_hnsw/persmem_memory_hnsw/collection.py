@@ -116,6 +116,7 @@ class Collection:
         cfg = self.config
         self.vectors = VectorIndex(self.embedder.dim, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction,
                                    ef_search=cfg.hnsw_ef_search)
+        pending_labels, pending_vectors = [], []
         for offset, end, entry in self.log.open_and_replay():
             if isinstance(entry, Put):
                 if entry.memory.id in self.memories:
@@ -124,11 +125,17 @@ class Collection:
                 if entry.memory.labels:
                     self.next_label = max(self.next_label, max(entry.memory.labels) + 1)
                     if not reindex and len(entry.vectors) == 4 * self.embedder.dim * len(entry.memory.labels):
-                        self.vectors.remember(entry.memory.labels, _matrix(entry.vectors, self.embedder.dim))
+                        pending_labels.extend(entry.memory.labels)
+                        pending_vectors.append(entry.vectors)
+                        if len(pending_labels) >= 4096:  # the int8 copy, a block at a time
+                            self.vectors.remember(pending_labels, _matrix(b"".join(pending_vectors), self.embedder.dim))
+                            pending_labels, pending_vectors = [], []
             else:
                 if entry.id in self.memories:
                     self.log.dead_bytes += self._span_bytes(entry.id) + (end - offset)
                     self._apply_delete(entry.id, index=False)
+        if pending_labels:
+            self.vectors.remember(pending_labels, _matrix(b"".join(pending_vectors), self.embedder.dim))
         if reindex:
             self._reembed_all()
             return self

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
+from collections import Counter
 
 import numpy as np
 
@@ -63,18 +64,18 @@ class BM25Index:
 
     def add(self, row: int, text: str) -> None:
         terms = self.analyzer.terms(text)
-        while len(self._doc_len) <= row:
-            self._doc_len.append(0.0)
-            self._alive.append(0)
-        counts: dict[str, int] = {}
-        for term in terms:
-            counts[term] = counts.get(term, 0) + 1
-        for term, tf in counts.items():
-            if term not in self._rows:
-                self._rows[term] = array("i")
-                self._tfs[term] = array("f")
-            self._rows[term].append(row)
-            self._tfs[term].append(tf)
+        if len(self._doc_len) <= row:
+            grow = row + 1 - len(self._doc_len)
+            self._doc_len.extend(array("f", bytes(4 * grow)))
+            self._alive.extend(bytes(grow))
+        rows, tfs = self._rows, self._tfs
+        for term, tf in Counter(terms).items():
+            postings = rows.get(term)
+            if postings is None:
+                postings = rows[term] = array("i")
+                tfs[term] = array("f")
+            postings.append(row)
+            tfs[term].append(tf)
         self._doc_len[row] = len(terms)
         self._alive[row] = 1
         self.n_alive += 1
