@@ -23,6 +23,8 @@ import hashlib
 import importlib.util
 import logging
 import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +91,19 @@ class Prepared(msgspec.Struct):
     sha256: str
 
 
+_QUANTIZE = """
+import sys
+import onnxruntime as ort
+from onnxruntime.quantization import QuantType, quantize_dynamic
+source, folded, made = sys.argv[1:4]
+options = ort.SessionOptions()  # basic optimisations fold the int8 -> float casts into float weights
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+options.optimized_model_filepath = folded
+ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
+quantize_dynamic(folded, made, weight_type=QuantType.QInt8, per_channel=True)
+"""
+
+
 def requantized(source: Path, source_sha256: str, folder: Path) -> Path:
     """`source` with dynamic int8 quantization (per-channel weights), made once into `folder` and checked by
     sha256 on every later use (a damaged or foreign file is made again)."""
@@ -100,18 +115,16 @@ def requantized(source: Path, source_sha256: str, folder: Path) -> Path:
             return target
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         pass
-    import onnxruntime as ort
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     folder.mkdir(parents=True, exist_ok=True)
     folded = folder / f".{os.getpid()}-folded.onnx"
     made = folder / f".{os.getpid()}-dynamic.onnx"
     try:
-        options = ort.SessionOptions()  # basic optimisations fold the int8 -> float casts into float weights
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(folded)
-        ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
-        quantize_dynamic(str(folded), str(made), weight_type=QuantType.QInt8, per_channel=True)
+        # In a child process: the quantization tools (onnx, onnxruntime.quantization) and their garbage would
+        # otherwise stay in the server's memory for good (~25-60 MB).
+        done = subprocess.run([sys.executable, "-c", _QUANTIZE, str(source), str(folded), str(made)],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise UserError(f"could not prepare the embedding model from {source}: {done.stderr.strip()[-800:]}")
         with open(made, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(made, target)
