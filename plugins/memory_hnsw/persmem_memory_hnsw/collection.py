@@ -24,6 +24,7 @@ from readerwriterlock import rwlock
 from persmem_core import UserError
 
 from .config import MemoryConfig
+from .heap import release_freed_memory
 from .lexical import BM25Index
 from .log import RecordLog, decode_frame, read_frames
 from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, dedup_key, head_of, new_id
@@ -136,6 +137,8 @@ class Collection:
                     self._apply_delete(entry.id, index=False)
         if pending_labels:
             self.vectors.remember(pending_labels, _matrix(b"".join(pending_vectors), self.embedder.dim))
+        self.lexical.merge()
+        release_freed_memory()
         if reindex:
             self._reembed_all()
             return self
@@ -323,6 +326,8 @@ class Collection:
                 pending.append((memory, vecs))
                 results.append({"status": "stored", "id": memory_id, "chunks": len(labels)})
             self._commit(puts, pending)
+        if len(items) >= 64:  # a bulk store leaves its batch garbage behind
+            release_freed_memory()
         return results
 
     def _commit(self, puts: list[Put], pending: list[tuple[Memory, np.ndarray]]) -> None:

@@ -18,7 +18,6 @@ overlapping token windows and each window gets its own vector.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import importlib.util
 import logging
@@ -34,6 +33,8 @@ import numpy as np
 
 from persmem_core import UserError
 from persmem_core.fileio import atomic_write_bytes, fsync_dir
+
+from .heap import release_freed_memory
 
 log = logging.getLogger("persmem.memory.embedder")
 
@@ -137,14 +138,6 @@ def requantized(source: Path, source_sha256: str, folder: Path) -> Path:
     return target
 
 
-def _release_freed_memory() -> None:
-    """Hand memory freed while loading back to the OS (glibc keeps it otherwise; ~60 MB here)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 class OnnxEmbedder:
     """Mean-pooled, L2-normalised sentence embeddings from a BERT-style ONNX model."""
 
@@ -197,7 +190,7 @@ class OnnxEmbedder:
             self._pad = tokenizer.token_to_id("[PAD]") or 0
             self._tokenizer, self._session = tokenizer, session
             self.dim = int(self._run([[self._cls, self._sep]]).shape[1])
-        _release_freed_memory()
+        release_freed_memory()
         return self
 
     def _windows(self, text: str) -> list[list[int]]:
