@@ -4,7 +4,11 @@ persmem: a real `persmem serve` process, loaded through `memory_bulk_store`,
 measured through a real MCP Streamable HTTP client: memory_search p50/p95
 with a project filter (10 projects: 10% selectivity) and without,
 memory_store throughput one durable call at a time, server RSS, and time to
-ready (restart until the first search answers).
+ready (restart until the first search answers). Then, with the server
+stopped, the same store opened in this process and the same searches and
+stores made through the Python API (`Collection.search` / `.store`, same
+embedding, same fsync): the like-for-like comparison with the peer below,
+which is measured in-process too.
 
 persMEM's stack, same texts, same machine, same run, in its own process:
 chromadb PersistentClient + sentence-transformers all-MiniLM-L6-v2 (from the
@@ -94,6 +98,36 @@ async def first_search(server) -> None:
             await anyio.sleep(0.02)
 
 
+def run_in_process(home: Path, queries, n_store) -> dict:
+    """The same searches and durable stores through the Python API, on the store the server left."""
+    import os
+
+    from persmem_core.host import Host
+    from persmem_memory_hnsw.collection import Filters, NewMemory
+    from persmem_memory_hnsw.plugin import open_service
+
+    service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
+    col = service.collection("memories")
+    out = {}
+    try:
+        for label, with_filter in (("search_filtered", True), ("search", False)):
+            times = []
+            for i, q in enumerate(queries):
+                filters = Filters(project=f"p{i % N_PROJECTS}") if with_filter else Filters()
+                t = time.perf_counter()
+                col.search(q, top_k=5, filters=filters)
+                times.append((time.perf_counter() - t) * 1000)
+            out[label] = (statistics.median(times), pct(times, 0.95))
+        start = time.perf_counter()
+        for i in range(n_store):
+            col.store([NewMemory(content=f"in-process durable note {i}: {queries[i % len(queries)]}",
+                                 project=f"p{i % N_PROJECTS}", type="session_note", tags=[])], author="bench")
+        out["store_per_s"] = n_store / (time.perf_counter() - start)
+    finally:
+        service.stop()
+    return out
+
+
 def run_persmem(texts, queries, n_store) -> dict:
     from persmem_core.testing import RunningServer, free_port, start_server
 
@@ -110,6 +144,7 @@ def run_persmem(texts, queries, n_store) -> dict:
     anyio.run(first_search, restarted)
     result["ready_s"] = time.perf_counter() - start
     restarted.stop()
+    result["in_process"] = run_in_process(home, queries, n_store)
     return result
 
 
@@ -211,6 +246,24 @@ def main(quick: bool = False, sizes: list[int] | None = None, peer: bool = True)
               f"{ratio('search', 1)} |")
         print(f"| {n:,} | store, one durable call at a time (/s) | {cell(ours, 'store_per_s', fmt='{:.0f}')} | "
               f"{cell(theirs, 'store_per_s', fmt='{:.0f}')} | {ratio('store_per_s', higher_better=True)} |")
+        inproc = ours["in_process"]
+
+        def ratio_in(key, i=None, higher_better=False):
+            if theirs is None:
+                return "-"
+            a = inproc[key] if i is None else inproc[key][i]
+            b = theirs[key] if i is None else theirs[key][i]
+            return f"{(a / b if higher_better else b / a):.1f}x"
+
+        print(f"| {n:,} | in-process search p50 ms, project filter | {cell(inproc, 'search_filtered', 0)} | "
+              f"{cell(theirs, 'search_filtered', 0)} | {ratio_in('search_filtered', 0)} |")
+        print(f"| {n:,} | in-process search p95 ms, project filter | {cell(inproc, 'search_filtered', 1)} | "
+              f"{cell(theirs, 'search_filtered', 1)} | {ratio_in('search_filtered', 1)} |")
+        print(f"| {n:,} | in-process search p95 ms, no filter | {cell(inproc, 'search', 1)} | "
+              f"{cell(theirs, 'search', 1)} | {ratio_in('search', 1)} |")
+        print(f"| {n:,} | in-process store, one durable call at a time (/s) | "
+              f"{cell(inproc, 'store_per_s', fmt='{:.0f}')} | {cell(theirs, 'store_per_s', fmt='{:.0f}')} | "
+              f"{ratio_in('store_per_s', higher_better=True)} |")
         print(f"| {n:,} | bulk load (s) | {cell(ours, 'load_s', fmt='{:.1f}')} | {cell(theirs, 'load_s', fmt='{:.1f}')}"
               f" | {ratio('load_s')} |")
         print(f"| {n:,} | RSS after load (MB) | {cell(ours, 'rss_mb', fmt='{:.0f}')} | "
@@ -218,7 +271,8 @@ def main(quick: bool = False, sizes: list[int] | None = None, peer: bool = True)
         print(f"| {n:,} | ready: restart to first search (s) | {cell(ours, 'ready_s')} | "
               f"{cell(theirs, 'ready_s_reopen_only')} (reopen only) | - |")
     print("\nTargets (100k): search p95 <= 15 ms with filters and >= 5x the peer; store >= 20x the peer; "
-          "RSS <= 400 MB. Ratios > 1 favour persmem.")
+          "RSS <= 400 MB. Ratios > 1 favour persmem. The first rows of each size go through MCP over HTTP "
+          "(persmem) against the peer in-process; the in-process rows compare like with like.")
     return rows
 
 

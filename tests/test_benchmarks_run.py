@@ -23,6 +23,7 @@ def test_memory_benchmark_quick_run_prints_its_table():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "search p95 ms, project filter" in result.stdout and "RSS after load" in result.stdout
+    assert "in-process search p95 ms, project filter" in result.stdout
 
 
 def test_locomo_benchmark_quick_run_prints_its_table():
