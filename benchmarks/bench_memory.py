@@ -225,51 +225,31 @@ def main(quick: bool = False, sizes: list[int] | None = None, peer: bool = True)
           "in-process)\n")
     print("| memories | measure | persmem | persMEM stack | ratio |\n|---|---|---|---|---|")
     for n, ours, theirs in rows:
-        def cell(d, key, i=None, fmt="{:.2f}"):
-            if d is None or key not in d:
-                return "-"
-            v = d[key] if i is None else d[key][i]
-            return fmt.format(v)
+        def row(label, mine, key, i=None, fmt="{:.2f}", higher_better=False, peer_key=None):
+            """One table line: `mine[key]` (element i of a pair) against the peer's, with their ratio."""
+            def cell(d, k):
+                if d is None or k not in d:
+                    return "-"
+                return fmt.format(d[k] if i is None else d[k][i])
 
-        def ratio(key, i=None, higher_better=False):
-            if theirs is None:
-                return "-"
-            a = ours[key] if i is None else ours[key][i]
-            b = theirs[key] if i is None else theirs[key][i]
-            return f"{(a / b if higher_better else b / a):.1f}x"
+            peer_key = peer_key or key
+            ratio = "-"
+            if theirs is not None and peer_key == key:
+                a = mine[key] if i is None else mine[key][i]
+                b = theirs[key] if i is None else theirs[key][i]
+                ratio = f"{(a / b if higher_better else b / a):.1f}x"
+            peer = cell(theirs, peer_key) + (" (reopen only)" if peer_key != key else "")
+            print(f"| {n:,} | {label} | {cell(mine, key)} | {peer} | {ratio} |")
 
-        print(f"| {n:,} | search p50 ms, project filter | {cell(ours, 'search_filtered', 0)} | "
-              f"{cell(theirs, 'search_filtered', 0)} | {ratio('search_filtered', 0)} |")
-        print(f"| {n:,} | search p95 ms, project filter | {cell(ours, 'search_filtered', 1)} | "
-              f"{cell(theirs, 'search_filtered', 1)} | {ratio('search_filtered', 1)} |")
-        print(f"| {n:,} | search p95 ms, no filter | {cell(ours, 'search', 1)} | {cell(theirs, 'search', 1)} | "
-              f"{ratio('search', 1)} |")
-        print(f"| {n:,} | store, one durable call at a time (/s) | {cell(ours, 'store_per_s', fmt='{:.0f}')} | "
-              f"{cell(theirs, 'store_per_s', fmt='{:.0f}')} | {ratio('store_per_s', higher_better=True)} |")
-        inproc = ours["in_process"]
-
-        def ratio_in(key, i=None, higher_better=False):
-            if theirs is None:
-                return "-"
-            a = inproc[key] if i is None else inproc[key][i]
-            b = theirs[key] if i is None else theirs[key][i]
-            return f"{(a / b if higher_better else b / a):.1f}x"
-
-        print(f"| {n:,} | in-process search p50 ms, project filter | {cell(inproc, 'search_filtered', 0)} | "
-              f"{cell(theirs, 'search_filtered', 0)} | {ratio_in('search_filtered', 0)} |")
-        print(f"| {n:,} | in-process search p95 ms, project filter | {cell(inproc, 'search_filtered', 1)} | "
-              f"{cell(theirs, 'search_filtered', 1)} | {ratio_in('search_filtered', 1)} |")
-        print(f"| {n:,} | in-process search p95 ms, no filter | {cell(inproc, 'search', 1)} | "
-              f"{cell(theirs, 'search', 1)} | {ratio_in('search', 1)} |")
-        print(f"| {n:,} | in-process store, one durable call at a time (/s) | "
-              f"{cell(inproc, 'store_per_s', fmt='{:.0f}')} | {cell(theirs, 'store_per_s', fmt='{:.0f}')} | "
-              f"{ratio_in('store_per_s', higher_better=True)} |")
-        print(f"| {n:,} | bulk load (s) | {cell(ours, 'load_s', fmt='{:.1f}')} | {cell(theirs, 'load_s', fmt='{:.1f}')}"
-              f" | {ratio('load_s')} |")
-        print(f"| {n:,} | RSS after load (MB) | {cell(ours, 'rss_mb', fmt='{:.0f}')} | "
-              f"{cell(theirs, 'rss_mb', fmt='{:.0f}')} | {ratio('rss_mb')} |")
-        print(f"| {n:,} | ready: restart to first search (s) | {cell(ours, 'ready_s')} | "
-              f"{cell(theirs, 'ready_s_reopen_only')} (reopen only) | - |")
+        for prefix, mine in (("", ours), ("in-process ", ours["in_process"])):
+            row(f"{prefix}search p50 ms, project filter", mine, "search_filtered", 0)
+            row(f"{prefix}search p95 ms, project filter", mine, "search_filtered", 1)
+            row(f"{prefix}search p95 ms, no filter", mine, "search", 1)
+            row(f"{prefix}store, one durable call at a time (/s)", mine, "store_per_s", fmt="{:.0f}",
+                higher_better=True)
+        row("bulk load (s)", ours, "load_s", fmt="{:.1f}")
+        row("RSS after load (MB)", ours, "rss_mb", fmt="{:.0f}")
+        row("ready: restart to first search (s)", ours, "ready_s", peer_key="ready_s_reopen_only")
     print("\nTargets (100k): search p95 <= 15 ms with filters and >= 5x the peer; store >= 20x the peer; "
           "RSS <= 400 MB. Ratios > 1 favour persmem. The first rows of each size go through MCP over HTTP "
           "(persmem) against the peer in-process; the in-process rows compare like with like.")
