@@ -24,7 +24,7 @@ from readerwriterlock import rwlock
 from persmem_core import UserError
 
 from .config import MemoryConfig
-from .heap import release_freed_memory
+from .heap import grown, release_freed_memory
 from .lexical import BM25Index
 from .log import RecordLog, decode_frame, read_frames
 from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, dedup_key, head_of, new_id
@@ -236,14 +236,8 @@ class Collection:
 
     # -- in-memory views -------------------------------------------------
     def _grow(self, row: int) -> None:
-        if row < len(self._alive):
-            return
-        size = max(1024, 2 * len(self._alive), row + 1)
         for name in ("_project", "_type", "_author", "_created", "_alive", "_first", "_count", "_start", "_end"):
-            old = getattr(self, name)
-            new = np.zeros(size, dtype=old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
+            setattr(self, name, grown(getattr(self, name), row + 1))
 
     def _apply_put(self, memory: Memory, *, index: bool, span: tuple[int, int],
                    vectors: np.ndarray | None = None) -> None:
@@ -261,10 +255,7 @@ class Collection:
         if memory.labels:
             first, count = head.first_label, head.n_labels
             self._first[row], self._count[row] = first, count
-            if first + count > len(self._label_row):
-                grown = np.full(max(first + count, 2 * len(self._label_row), 1024), -1, dtype=np.int32)
-                grown[: len(self._label_row)] = self._label_row
-                self._label_row = grown
+            self._label_row = grown(self._label_row, first + count, fill=-1)
             self._label_row[first : first + count] = row
         self._project[row] = self.projects.get(memory.project)
         self._type[row] = self.types.get(memory.type)

@@ -1,8 +1,10 @@
-"""Handing freed memory back to the operating system."""
+"""Memory housekeeping: growing the numpy columns, handing freed memory back to the operating system."""
 
 from __future__ import annotations
 
 import ctypes
+
+import numpy as np
 
 
 def release_freed_memory() -> None:
@@ -12,3 +14,15 @@ def release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def grown(array: np.ndarray, need: int, fill=0) -> np.ndarray:
+    """`array` with room for at least `need` rows (doubling, at least 1,024; new rows set to `fill`); the same
+    array if it already has room."""
+    if need <= len(array):
+        return array
+    shape = (max(need, 2 * len(array), 1024), *array.shape[1:])
+    # np.zeros leaves the spare rows untouched (not resident until written); np.full writes them all
+    bigger = np.zeros(shape, dtype=array.dtype) if fill == 0 else np.full(shape, fill, dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger

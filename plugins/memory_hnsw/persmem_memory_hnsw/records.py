@@ -42,7 +42,8 @@ class Memory(msgspec.Struct, kw_only=True):
 
 class Head(msgspec.Struct, kw_only=True, gc=False):
     """What a collection keeps in memory of a live memory: everything but its text and history, which stay in
-    the log (read back by span when a memory is returned). ~400 bytes instead of ~1.6 KB at 100k memories."""
+    the log (read back by span when a memory is returned). With the collection's dicts, ~0.7 KB per memory
+    instead of ~1.6 KB (measured at 100k memories)."""
 
     id: str
     project: str

@@ -24,6 +24,7 @@ import numpy as np
 from persmem_core.fileio import atomic_write_bytes, fsync_dir
 
 from .embedder import sha256_file
+from .heap import grown
 
 log = logging.getLogger("persmem.memory.vectors")
 
@@ -54,13 +55,7 @@ class VectorIndex:
         if rows.size == 0:
             return
         top = int(rows.max()) + 1
-        if top > len(self._scale):
-            size = max(top, 2 * len(self._scale), 1024)
-            q = np.zeros((size, self.dim), dtype=np.int8)
-            scale = np.zeros(size, dtype=np.float32)
-            q[: len(self._q)] = self._q
-            scale[: len(self._scale)] = self._scale
-            self._q, self._scale = q, scale
+        self._q, self._scale = grown(self._q, top), grown(self._scale, top)
         peak = np.maximum(np.abs(vectors).max(axis=1), 1e-12)
         self._q[rows] = np.rint(vectors * (127.0 / peak)[:, None]).astype(np.int8)
         self._scale[rows] = peak / 127.0
