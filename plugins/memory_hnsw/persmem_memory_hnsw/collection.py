@@ -33,6 +33,7 @@ from .vectors import VectorIndex
 log = logging.getLogger("persmem.memory")
 
 WORDS = re.compile(r"\w+")
+MAX_CONTEXT_CHARS = 2 * 2000 + 1
 LOG_NAME = "records.log"
 INDEX_NAME = "vectors.hnsw"
 
@@ -46,6 +47,7 @@ class NewMemory:
     memory_id: str | None = None
     author: str | None = None  # imports keep the original author and time
     created: float | None = None
+    context: str = ""  # text around it (see neighbour_contexts), indexed for keyword search only
 
 
 @dataclass
@@ -264,7 +266,7 @@ class Collection:
         self._alive[row] = True
         for tag in head.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
-        self.lexical.add(row, _lexical_text(memory))
+        self.lexical.add(row, _lexical_text(memory), context=memory.context)
         if index and vectors is not None and (old is None or old.labels != memory.labels):
             self.vectors.add(memory.labels, vectors)
 
@@ -311,7 +313,7 @@ class Collection:
                 created = item.created if item.created is not None else now
                 memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
                                 tags=item.tags, author=item.author or author, collection=self.name, created=created,
-                                updated=created, content_hash=digest, labels=labels)
+                                updated=created, content_hash=digest, context=item.context, labels=labels)
                 batch_hashes[(item.project, digest)] = memory_id
                 puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
                 pending.append((memory, vecs))
@@ -451,6 +453,8 @@ class Collection:
 
     def _validate_new(self, item: NewMemory) -> None:
         self._check_content(item.content)
+        if len(item.context) > MAX_CONTEXT_CHARS:
+            raise UserError(f"context is {len(item.context)} characters; at most {MAX_CONTEXT_CHARS}.")
         if item.memory_id is not None and not ID_RE.match(item.memory_id):
             raise UserError(f"invalid memory id {item.memory_id!r}: 1-128 letters, digits, '_', ':', '.', '-'.")
 
@@ -617,6 +621,27 @@ def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float
         span = top - low
         for row, score in scores.items():
             out[row] = out.get(row, 0.0) + weight * ((score - low) / span if span > 1e-9 else 1.0)
+    return out
+
+
+def neighbour_contexts(texts: list[str], chars: int) -> list[str]:
+    """For each of `texts` (consecutive chunks of one conversation or document), up to `chars` characters of
+    the chunks before it and up to `chars` after it, cut at word boundaries: what BM25 indexes with it."""
+    if chars <= 0:
+        return [""] * len(texts)
+    out = []
+    for i in range(len(texts)):
+        before, j = "", i - 1
+        while j >= 0 and len(before) < chars:
+            before, j = f"{texts[j]}\n{before}", j - 1
+        after, j = "", i + 1
+        while j < len(texts) and len(after) < chars:
+            after, j = f"{after}\n{texts[j]}", j + 1
+        if len(before) > chars:
+            before = before[-chars:].split(maxsplit=1)[-1] if " " in before[-chars:] else before[-chars:]
+        if len(after) > chars:
+            after = after[:chars].rsplit(maxsplit=1)[0] if " " in after[:chars] else after[:chars]
+        out.append(f"{before.strip()}\n{after.strip()}".strip())
     return out
 
 

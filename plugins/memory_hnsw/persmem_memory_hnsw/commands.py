@@ -85,6 +85,8 @@ def export_(path: Path, collection: str | None) -> None:
                 memory = col.get(head.id)
                 record = public(memory)
                 record["created_ts"], record["updated_ts"] = memory.created, memory.updated
+                if memory.context:
+                    record["context"] = memory.context
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
         if out is not sys.stdout:
@@ -111,7 +113,8 @@ def import_(path: Path) -> None:
                     rec = json.loads(line)
                     item = NewMemory(content=rec["content"], project=rec.get("project", "general"),
                                      type=rec.get("type", "session_note"), tags=list(rec.get("tags", [])),
-                                     memory_id=rec.get("id"), author=rec.get("author"), created=rec.get("created_ts"))
+                                     memory_id=rec.get("id"), author=rec.get("author"), created=rec.get("created_ts"),
+                                     context=str(rec.get("context", "")))
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
                     raise click.ClickException(f"{path}:{number}: not a memory record ({exc}).") from None
                 batches.setdefault(rec.get("collection", "memories"), []).append(item)

@@ -2,10 +2,17 @@
 
 Terms are case-folded word tokens, English stop words removed, Snowball-
 stemmed (PyStemmer), so "painting" finds "paints". Postings are kept in one
-compact block plus a small delta (see BM25Index); a deleted document is
-masked out, and the index is rebuilt compactly whenever the collection
-reloads. Scoring a query is a handful of vectorised numpy operations per
+compact block plus a small delta (see BM25Index); a deleted or replaced
+document is masked out (document frequencies count live documents only)
+and its postings go when the collection reopens after a compaction. Scoring a query is a handful of vectorised numpy operations per
 query term.
+
+A document may carry context: words of its neighbours (the chunks before
+and after it in one memory_bulk_store call) counted at CONTEXT_WEIGHT of a
+word of its own, so a short turn like "Yes, a sunrise." is found by the
+words of the question it answers. On LoCoMo dialogs (one memory per turn)
+300 characters of context each side raise R@10 0.684 -> 0.774; whole
+sessions are unchanged (0.935 -> 0.934).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import numpy as np
 # (LoCoMo dialog R@10 0.632 -> 0.685 together with min-max fusion, session level unchanged).
 K1 = 0.9
 B = 0.4
+CONTEXT_WEIGHT = 0.5  # a context word counts half a word of the document's own (0.35-0.75 measured alike)
 WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 STOP_WORDS = frozenset(
@@ -75,25 +83,32 @@ class BM25Index:
         self.n_alive = 0
         self.total_len = 0.0
 
-    def add(self, row: int, text: str) -> None:
+    def add(self, row: int, text: str, context: str = "") -> None:
         terms = self.analyzer.terms(text)
+        counts: dict[str, float] = Counter(terms)
+        length = float(len(terms))
+        if context:
+            around = self.analyzer.terms(context)
+            for term, tf in Counter(around).items():
+                counts[term] = counts.get(term, 0) + CONTEXT_WEIGHT * tf
+            length += CONTEXT_WEIGHT * len(around)
         if len(self._doc_len) <= row:
             grow = row + 1 - len(self._doc_len)
             self._doc_len.extend(array("f", bytes(4 * grow)))
             self._alive.extend(bytes(grow))
         term_id, delta = self._term_id, self._delta
-        for term, tf in Counter(terms).items():
+        for term, tf in counts.items():
             tid = term_id.setdefault(term, len(term_id))
             postings = delta.get(tid)
             if postings is None:
                 postings = delta[tid] = (array("i"), array("f"))
             postings[0].append(row)
             postings[1].append(tf)
-        self._delta_size += len(terms)
-        self._doc_len[row] = len(terms)
+        self._delta_size += len(counts)
+        self._doc_len[row] = length
         self._alive[row] = 1
         self.n_alive += 1
-        self.total_len += len(terms)
+        self.total_len += length
         if self._delta_size >= self.MERGE_AT:
             self.merge()
 
@@ -147,13 +162,14 @@ class BM25Index:
         avgdl = max(self.total_len / self.n_alive, 1.0)
         norm = K1 * (1.0 - B + B * doc_len / avgdl)
         scores = np.zeros(n_rows, dtype=np.float32)
+        alive = np.frombuffer(self._alive, dtype=np.uint8)
         for tid in ids:
             rows, tfs = self._postings(tid)
-            df = len(rows)
+            df = int(np.count_nonzero(alive[rows]))  # postings of deleted (or replaced) rows stay until a reload
             if df == 0:
                 continue
             idf = math.log(1.0 + (self.n_alive - df + 0.5) / (df + 0.5))
             contrib = idf * tfs * (K1 + 1.0) / (tfs + norm[rows])
             scores += np.bincount(rows, weights=contrib, minlength=n_rows)[:n_rows].astype(np.float32)
-        scores *= np.frombuffer(self._alive, dtype=np.uint8)[:n_rows]
+        scores *= alive[:n_rows]
         return scores

@@ -36,6 +36,7 @@ class Memory(msgspec.Struct, kw_only=True):
     updated: float
     version: int = 1
     content_hash: str = ""
+    context: str = ""  # neighbouring chunks' text (memory_bulk_store), indexed for keyword search only
     labels: list[int] = []  # vector-index labels of this memory's chunks
     history: list[Version] = []
 

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from persmem_core import CallContext, UserError
 
-from .collection import Filters, NewMemory
+from .collection import Filters, NewMemory, neighbour_contexts
 from .records import public
 
 BOOTSTRAP_TYPES = {"identity", "directive"}
@@ -89,11 +89,17 @@ def memory_bulk_store(
     project: str = "general",
     collection: str = "memories",
     dedup: bool = True,
+    context_chars: int = 300,
     call: CallContext = None,
 ) -> dict:
     """Store many memories in one call: `chunks` is a JSON array (or a list) of
     {"content": ..., "tags": "a,b" or [...], "type": ..., "project": ..., "id": ...} objects; only content is required.
-    All are written together (one durable write). Returns one {"status", "id"} per chunk, in order."""
+    All are written together (one durable write). Returns one {"status", "id"} per chunk, in order.
+
+    Chunks are taken as consecutive pieces of one conversation or document: up to `context_chars` characters
+    of the chunks before and after each one are indexed with it for keyword search (not stored in its
+    content), so a turn like "Yes, a sunrise over the lake." is found by the words of the question before it.
+    Pass context_chars=0 when the chunks are unrelated notes."""
     if isinstance(chunks, str):
         try:
             chunks = json.loads(chunks)
@@ -103,6 +109,8 @@ def memory_bulk_store(
         raise UserError("chunks must be a non-empty JSON array of objects like {\"content\": \"...\"}.")
     if len(chunks) > 1000:
         raise UserError(f"{len(chunks)} chunks in one call; send at most 1000 per call.")
+    if not 0 <= context_chars <= 2000:
+        raise UserError(f"context_chars must be 0-2000, got {context_chars}.")
     items = []
     for i, chunk in enumerate(chunks):
         if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
@@ -114,6 +122,8 @@ def memory_bulk_store(
             tags=_tags(chunk.get("tags")),
             memory_id=chunk.get("id"),
         ))
+    for item, context in zip(items, neighbour_contexts([item.content for item in items], context_chars), strict=True):
+        item.context = context
     results = _service(call).collection(collection).store(items, author=call.agent, dedup=dedup)
     return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
 

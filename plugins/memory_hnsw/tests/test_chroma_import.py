@@ -61,6 +61,10 @@ def test_export_import_jsonl_round_trip(tmp_path, persmem_env):
                    capture_output=True, timeout=300)
     records = [json.loads(line) for line in dump.read_text().splitlines()]
     assert {r["id"] for r in records} == {"persmem-001", "persmem-002", "persmem-003", "h1"}
+    turn = {"id": "turn-2", "content": "Yes, a sunrise over the lake.", "collection": "memories", "author": "kite",
+            "context": "What did Melanie paint for the harbour exhibition?"}  # as a bulk store's export has it
+    records.append(turn)
+    dump.write_text(dump.read_text() + json.dumps(turn) + "\n")
     other = persmem_env(PERSMEM_HOME=str(tmp_path / "other-home"))
     loaded = subprocess.run([sys.executable, "-m", "persmem_core", "memory", "import", str(dump)], env=other,
                             capture_output=True, text=True, timeout=300)
@@ -68,8 +72,12 @@ def test_export_import_jsonl_round_trip(tmp_path, persmem_env):
     dump2 = tmp_path / "dump2.jsonl"
     subprocess.run([sys.executable, "-m", "persmem_core", "memory", "export", str(dump2)], env=other, check=True,
                    capture_output=True, timeout=300)
-    strip = lambda rs: sorted((r["id"], r["content"], r["author"], r["created"], tuple(r["tags"])) for r in rs)  # noqa: E731
-    assert strip(records) == strip(json.loads(line) for line in dump2.read_text().splitlines())
+    again = [json.loads(line) for line in dump2.read_text().splitlines()]
+    strip = lambda rs: sorted((r["id"], r["content"], r.get("context"), r.get("author"), tuple(r.get("tags", [])))  # noqa: E731
+                              for r in rs)
+    assert strip(records) == strip(again)
+    assert {r["id"]: r["created"] for r in records if "created" in r} == {r["id"]: r["created"] for r in again
+                                                                         if r["id"] != "turn-2"}
 
 
 def test_import_chroma_refuses_a_folder_without_a_store(tmp_path, persmem_env):

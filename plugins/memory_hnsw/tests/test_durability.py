@@ -231,3 +231,16 @@ def test_compaction_copies_entries_exactly_and_search_stays_exact(tmp_path, embe
         hits = col.search(query, top_k=3, filters=Filters(project=project), mode="dense")
         assert hits[0].memory.id == truth and all(h.memory.project == project for h in hits)
     col.close()
+
+
+def test_bulk_context_is_in_the_log_and_indexed_again_after_reopening(tmp_path, embedder):
+    folder = tmp_path / "memories"
+    col = open_collection(folder, embedder)
+    col.store([NewMemory(content="A sunrise over the lake.", project="p", type="note", tags=[], memory_id="answer",
+                         context="What did you paint for the harbour exhibition?")], author="kite")
+    col.update("answer", author="kite", content="A sunrise over the lake, in oils.")  # keeps its context
+    col.close()
+    col = open_collection(folder, embedder)
+    hits = col.search("harbour exhibition", top_k=3, filters=Filters(), mode="lexical")
+    assert [h.memory.id for h in hits] == ["answer"] and hits[0].memory.content.endswith("in oils.")
+    col.close()

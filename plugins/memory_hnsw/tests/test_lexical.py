@@ -16,8 +16,9 @@ def test_scores_do_not_depend_on_when_postings_were_merged():
     merged_often.MERGE_AT = 50
     never.MERGE_AT = 10**9
     for row, text in enumerate(docs):
-        merged_often.add(row, text)
-        never.add(row, text)
+        context = docs[row - 1] if row % 3 == 0 and row else ""  # some documents carry their neighbour's words
+        merged_often.add(row, text, context)
+        never.add(row, text, context)
         if row % 97 == 0:
             merged_often.remove(row)
             never.remove(row)
@@ -27,3 +28,12 @@ def test_scores_do_not_depend_on_when_postings_were_merged():
         assert (a is None and b is None) or np.allclose(a, b), query
     merged_often.merge()
     assert np.allclose(merged_often.scores("green server", len(docs)), never.scores("green server", len(docs)))
+
+
+def test_context_words_count_but_less_than_own_words():
+    index = BM25Index()
+    index.add(0, "we painted the harbour", "")
+    index.add(1, "a sunrise over the lake", "we painted the harbour")  # same length, the words only as context
+    index.add(2, "the grey kitten sleeps", "")
+    scores = index.scores("harbour", 3)
+    assert scores[0] > scores[1] > 0 and scores[2] == 0

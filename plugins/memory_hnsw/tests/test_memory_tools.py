@@ -103,7 +103,7 @@ def test_bulk_store_and_long_content_is_searchable_everywhere(server):
     filler = " ".join(f"word{i}" for i in range(1500))
     chunks = [{"content": f"Start marker zebracorn. {filler} End marker quokkafish.", "tags": "long"},
               {"content": "A short note about lunch.", "type": "note"}]
-    result = call(server, "memory_bulk_store", chunks=json.dumps(chunks), project="bulk")
+    result = call(server, "memory_bulk_store", chunks=json.dumps(chunks), project="bulk", context_chars=0)  # unrelated
     assert result["stored"] == 2
     long_id = result["results"][0]["id"]
     assert result["results"][0]["chunks"] > 1
@@ -115,6 +115,27 @@ def test_bulk_store_and_long_content_is_searchable_everywhere(server):
         call(server, "memory_bulk_store", chunks="[not json")
     with pytest.raises(ToolCallError, match="content"):
         call(server, "memory_bulk_store", chunks=json.dumps([{"text": "no content key"}]))
+
+
+def test_bulk_store_indexes_each_chunk_with_its_neighbours(server):
+    turns = [{"content": "Caroline asked: what did you paint for the harbour exhibition?", "id": "talk-1"},
+             {"content": "Melanie said: a sunrise over the lake, in oils.", "id": "talk-2"},
+             {"content": "Caroline said: I adopted a grey kitten called Pepper.", "id": "talk-3"}]
+    call(server, "memory_bulk_store", chunks=json.dumps(turns), project="ctx")
+    alone = [dict(t, id=t["id"] + "-alone") for t in turns]
+    call(server, "memory_bulk_store", chunks=json.dumps(alone), project="ctx-off", context_chars=0)
+
+    found = [r["id"] for r in call(server, "memory_search", query="harbour exhibition", project="ctx",
+                                   mode="lexical")["results"]]
+    assert found[:2] == ["talk-1", "talk-2"]  # the answer is found by the question's words, ranked after it
+    assert "talk-3" in found  # its context holds the end of talk-2 (300 characters each side by default)
+    off = [r["id"] for r in call(server, "memory_search", query="harbour exhibition", project="ctx-off",
+                                 mode="lexical")["results"]]
+    assert off == ["talk-1-alone"]
+    answer = call(server, "memory_get", memory_id="talk-2")
+    assert answer["content"] == "Melanie said: a sunrise over the lake, in oils." and "context" not in answer
+    with pytest.raises(ToolCallError, match="context_chars must be 0-2000"):
+        call(server, "memory_bulk_store", chunks=json.dumps(turns), context_chars=5000)
 
 
 def test_collections_and_stats(server):
