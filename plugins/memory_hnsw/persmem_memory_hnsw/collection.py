@@ -191,16 +191,27 @@ class Collection:
         if meta is not None:
             tail = read_frames(_read_from(self.log.path, meta.log_offset))
             replayed = 0
-            for _, _, entry in tail:  # changes after the index was saved
-                replayed += 1
-                if isinstance(entry, Put):
-                    current = self.memories.get(entry.memory.id)
-                    if current is None or current.labels != entry.memory.labels:
-                        self.vectors.remove(entry.memory.labels)  # superseded later in the tail
-                        continue
-                    self.vectors.add(entry.memory.labels, _matrix(entry.vectors, self.embedder.dim))
-                else:
-                    pass  # deleted memories' labels are removed below
+            in_graph = self.vectors.in_graph()
+            try:
+                for _, _, entry in tail:  # changes after the index was saved, in order
+                    replayed += 1
+                    if isinstance(entry, Put):
+                        current = self.memories.get(entry.memory.id)
+                        labels = entry.memory.labels
+                        if current is None or current.labels != labels:
+                            self.vectors.remove(labels)  # superseded later in the tail
+                            continue
+                        vectors = _matrix(entry.vectors, self.embedder.dim)
+                        known = np.array([label in in_graph for label in labels], dtype=bool)
+                        self.vectors.replace([lb for lb, k in zip(labels, known, strict=True) if k], vectors[known])
+                        self.vectors.add([lb for lb, k in zip(labels, known, strict=True) if not k], vectors[~known])
+                        in_graph.update(labels)
+                    else:
+                        pass  # deleted memories' labels are removed below
+            except RuntimeError as exc:  # hnswlib refused a change: the saved index does not fit the log
+                log.warning("collection %s: %s while replaying the log onto the index; rebuilding it", self.name, exc)
+                self._rebuild_vectors(n_labels)
+                return
             live = self._label_row
             self.vectors.remove([label for label in self.vectors.index.get_ids_list()
                                  if label >= len(live) or live[label] < 0])
@@ -267,8 +278,11 @@ class Collection:
         for tag in head.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
         self.lexical.add(row, _lexical_text(memory), context=memory.context)
-        if index and vectors is not None and (old is None or old.labels != memory.labels):
-            self.vectors.add(memory.labels, vectors)
+        if index and vectors is not None:
+            if old is None or old.labels != memory.labels:
+                self.vectors.add(memory.labels, vectors)
+            elif old.dedup_key != head.dedup_key:  # new text (or project) under the same labels
+                self.vectors.replace(memory.labels, vectors)
 
     def _apply_delete(self, memory_id: str, *, index: bool) -> None:
         memory = self.memories.pop(memory_id)
@@ -371,6 +385,8 @@ class Collection:
             current = self._load(memory_id)
             if vecs is None:
                 vecs = self._logged_vectors(memory_id)
+                labels = current.labels
+            elif len(vecs) == len(current.labels):  # as many chunks as before: same labels, vectors replaced
                 labels = current.labels
             else:
                 labels = list(range(self.next_label, self.next_label + len(vecs)))

@@ -2,8 +2,10 @@
 
 - Labels are chunk labels recorded in each Memory, so the index can always
   be rebuilt from the log.
-- Deleted labels' slots are reused (`allow_replace_deleted`), so updates and
-  deletes do not grow the index without bound.
+- Deleted labels' slots are reused (`allow_replace_deleted`), and an update
+  that keeps a memory's number of chunks keeps its labels and replaces their
+  vectors in place, so updates and deletes do not grow the index (or the
+  int8 copy) without bound.
 - Saved as a temp file + fsync + rename, with a sidecar holding its sha256,
   the model id and the log offset it covers. An index file is loaded only if
   its checksum matches (a crafted or torn hnswlib file is never parsed);
@@ -83,6 +85,7 @@ class VectorIndex:
         self.live = 0
 
     def add(self, labels: list[int], vectors: np.ndarray) -> None:
+        """Add vectors under labels that are not in the graph (a deleted label's slot is reused)."""
         if not labels:
             return
         need = self.index.get_current_count() + len(labels)
@@ -92,6 +95,19 @@ class VectorIndex:
         self.index.add_items(vectors, at, replace_deleted=True)
         self.live += len(labels)
         self.remember(labels, vectors)
+
+    def replace(self, labels: list[int], vectors: np.ndarray) -> None:
+        """New vectors for labels that are live in the graph, in their own slots. (add_items with
+        replace_deleted=True would put a live label into a deleted slot and leave the old slot answering
+        searches under the same label with the old vector.)"""
+        if not labels:
+            return
+        self.index.add_items(vectors, np.asarray(labels, dtype=np.uint64), replace_deleted=False)
+        self.remember(labels, vectors)
+
+    def in_graph(self) -> set[int]:
+        """Every label the graph holds, live or marked deleted."""
+        return set(self.index.get_ids_list())
 
     def remove(self, labels: list[int]) -> None:
         for label in labels:

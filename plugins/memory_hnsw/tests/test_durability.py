@@ -244,3 +244,49 @@ def test_bulk_context_is_in_the_log_and_indexed_again_after_reopening(tmp_path, 
     hits = col.search("harbour exhibition", top_k=3, filters=Filters(), mode="lexical")
     assert [h.memory.id for h in hits] == ["answer"] and hits[0].memory.content.endswith("in oils.")
     col.close()
+
+
+def _dense_score(col, text, memory_id):
+    hits = col.search(text, top_k=5, filters=Filters(), mode="dense")
+    return next((h.dense for h in hits if h.memory.id == memory_id), None)
+
+
+def test_updates_keep_their_labels_so_the_index_does_not_grow(tmp_path, embedder):
+    col = open_collection(tmp_path / "memories", embedder)
+    col.store([NewMemory(content="The deploy window is Tuesday morning.", project="p", type="note", tags=[],
+                         memory_id="window"),
+               NewMemory(content="Lunch is at noon.", project="p", type="note", tags=[], memory_id="lunch")],
+              author="kite")
+    labels, graph = col.next_label, col.vectors.index.get_current_count()
+    days = ["Monday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    for i in range(24):
+        col.update("window", author="kite", content=f"The deploy window is {days[i % 6]} at {i}:00, cleared by ops.")
+    assert (col.next_label, col.vectors.index.get_current_count()) == (labels, graph)
+    final = "The deploy window is Sunday at 23:00, cleared by ops."
+    assert _dense_score(col, final, "window") > 0.999
+    assert _dense_score(col, "The deploy window is Tuesday morning.", "window") < 0.95  # the old vector is gone
+    col.close()
+    col = open_collection(tmp_path / "memories", embedder)
+    assert _dense_score(col, final, "window") > 0.999
+    col.close()
+
+
+def test_a_crash_after_an_update_replays_it_into_the_same_graph_slot(tmp_path, embedder):
+    """The saved index holds a deleted slot; an update logged after the save is replayed on open and must
+    replace the live label's vector, not put the label into the deleted slot next to its old vector."""
+    folder = tmp_path / "memories"
+    col = open_collection(folder, embedder)
+    col.store([NewMemory(content=text, project="p", type="note", tags=[], memory_id=name) for name, text in
+               (("a", "Backups run nightly at two."), ("b", "The office plant needs water on Fridays."),
+                ("c", "The VPN certificate expires in March."))], author="kite")
+    col.delete("b", by="kite")
+    col.save_index()
+    col.update("c", author="kite", tags=["vpn"])  # same text, same labels
+    col.update("a", author="kite", content="Backups moved to hourly snapshots.")
+    col.log.close()  # a crash: the index file was not saved again
+    col = open_collection(folder, embedder)
+    assert col.vectors.index.get_current_count() == 3  # a's and c's slots and b's deleted one, nothing more
+    assert _dense_score(col, "Backups moved to hourly snapshots.", "a") > 0.999
+    assert _dense_score(col, "Backups run nightly at two.", "a") < 0.95
+    assert _dense_score(col, "The VPN certificate expires in March.", "c") > 0.999
+    col.close()
