@@ -97,8 +97,8 @@ def memory_bulk_store(
     All are written together (one durable write). Returns one {"status", "id"} per chunk, in order.
 
     Chunks are taken as consecutive pieces of one conversation or document: up to `context_chars` characters
-    of the chunks before and after each one are indexed with it for keyword search (not stored in its
-    content), so a turn like "Yes, a sunrise over the lake." is found by the words of the question before it.
+    of the chunks before and after each one (in the same project) are indexed with it for keyword search (not
+    part of its content), so a turn like "Yes, a sunrise over the lake." is found by the words of the question before it.
     Pass context_chars=0 when the chunks are unrelated notes."""
     if isinstance(chunks, str):
         try:
@@ -122,8 +122,13 @@ def memory_bulk_store(
             tags=_tags(chunk.get("tags")),
             memory_id=chunk.get("id"),
         ))
-    for item, context in zip(items, neighbour_contexts([item.content for item in items], context_chars), strict=True):
-        item.context = context
+    start = 0
+    for end in range(1, len(items) + 1):  # runs of one project: a neighbour in another project is not context
+        if end == len(items) or items[end].project != items[start].project:
+            run = items[start:end]
+            for item, context in zip(run, neighbour_contexts([i.content for i in run], context_chars), strict=True):
+                item.context = context
+            start = end
     results = _service(call).collection(collection).store(items, author=call.agent, dedup=dedup)
     return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
 

@@ -134,6 +134,10 @@ def test_bulk_store_indexes_each_chunk_with_its_neighbours(server):
     assert off == ["talk-1-alone"]
     answer = call(server, "memory_get", memory_id="talk-2")
     assert answer["content"] == "Melanie said: a sunrise over the lake, in oils." and "context" not in answer
+    mixed = [dict(t, id=t["id"] + "-mixed", project=f"ctx-{i}") for i, t in enumerate(turns)]
+    call(server, "memory_bulk_store", chunks=json.dumps(mixed))
+    other = call(server, "memory_search", query="harbour exhibition", project="ctx-1", mode="lexical")["results"]
+    assert other == []  # a neighbour in another project is not context
     with pytest.raises(ToolCallError, match="context_chars must be 0-2000"):
         call(server, "memory_bulk_store", chunks=json.dumps(turns), context_chars=5000)
 
