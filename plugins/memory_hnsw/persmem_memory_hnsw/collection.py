@@ -649,10 +649,10 @@ def neighbour_contexts(texts: list[str], chars: int) -> list[str]:
     for i in range(len(texts)):
         before, j = "", i - 1
         while j >= 0 and len(before) < chars:
-            before, j = f"{texts[j]}\n{before}", j - 1
+            before, j = f"{texts[j][-chars:]}\n{before}", j - 1
         after, j = "", i + 1
         while j < len(texts) and len(after) < chars:
-            after, j = f"{after}\n{texts[j]}", j + 1
+            after, j = f"{after}\n{texts[j][:chars]}", j + 1
         if len(before) > chars:
             before = before[-chars:].split(maxsplit=1)[-1] if " " in before[-chars:] else before[-chars:]
         if len(after) > chars:
