@@ -75,11 +75,9 @@ def browse(view) -> dict:
         found = memory_search(query=query[:2000], top_k=20, collection=name, call=call, **filters)["results"]
         caption = f"{len(found)} best matches for “{query[:200]}”"
     else:
-        until = _when(filters["until"], "until")
-        if until is not None and len(filters["until"]) == 10:  # a date picked in the form: through that day
-            until += 86399.999
         rows = col.matching(Filters(project=filters["project"], type=filters["memory_type"], author=filters["author"],
-                                    tags=_tags(filters["tags"]), since=_when(filters["since"], "since"), until=until))
+                                    tags=_tags(filters["tags"]), since=_when(filters["since"], "since"),
+                                    until=_when(filters["until"], "until", through_day=True)))
         rows.sort(key=lambda m: m.updated, reverse=True)
         found = [public(m) for m in col.get_many([m.id for m in rows[:50]])]
         caption = f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}" + (", newest 50 shown" if len(rows) > 50 else "")

@@ -46,7 +46,9 @@ def _label(value: str, what: str) -> str:
     return value
 
 
-def _when(value: str | None, what: str) -> float | None:
+def _when(value: str | None, what: str, *, through_day: bool = False) -> float | None:
+    """An ISO date or time as a timestamp (UTC unless it says otherwise); with `through_day`, a date alone
+    means the end of that day (until=2026-11-22 includes the 22nd)."""
     if value in (None, ""):
         return None
     try:
@@ -55,6 +57,8 @@ def _when(value: str | None, what: str) -> float | None:
         raise UserError(f"{what} must be an ISO date or time like 2026-11-22 or 2026-11-22T10:00:00Z, got {value!r}.") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
+    if through_day and len(value.strip()) == 10:  # a date alone: through that whole day
+        return parsed.timestamp() + 86399.999
     return parsed.timestamp()
 
 
@@ -152,7 +156,8 @@ def memory_search(
     - query: what you are looking for, in natural language or keywords.
     - top_k: how many results (1-20).
     - project, memory_type, author: exact filters; tags: comma-separated, any may match.
-    - since / until: ISO dates (2026-11-01) bounding when the memory was stored.
+    - since / until: ISO dates or times (2026-11-01, 2026-11-01T09:30:00Z) bounding when the memory was stored;
+      a date alone as until includes that whole day.
     - recency_weight: 0 (default) ignores age; up to 1 favours recent memories.
     - mode: "hybrid" (default), "dense" (meaning only) or "lexical" (words only).
     Each result has id, content, score, project, type, tags, author, created, updated, version.
@@ -166,7 +171,7 @@ def memory_search(
     if not 0.0 <= recency_weight <= 1.0:
         raise UserError(f"recency_weight must be between 0 and 1, got {recency_weight}.")
     filters = Filters(project=project or None, type=memory_type or None, author=author or None, tags=_tags(tags),
-                      since=_when(since, "since"), until=_when(until, "until"))
+                      since=_when(since, "since"), until=_when(until, "until", through_day=True))
     service = _service(call)
     if collection not in service.collections():
         return {"query": query, "count": 0, "results": []}

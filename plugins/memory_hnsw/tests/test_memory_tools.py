@@ -82,6 +82,9 @@ def test_filters_type_tags_author_and_time(server):
     assert call(server, "memory_search", query="postgres", project="flt", tags="perf")["count"] == 1
     assert call(server, "memory_search", query="postgres", project="flt", since="2999-01-01")["count"] == 0
     assert call(server, "memory_search", query="postgres", project="flt", until="2000-01-01")["count"] == 0
+    days = sorted(r["created"][:10] for r in call(server, "memory_search", query="postgres", project="flt")["results"])
+    assert call(server, "memory_search", query="postgres", project="flt", until=days[-1])["count"] == 2  # whole day
+    assert call(server, "memory_search", query="postgres", project="flt", until=f"{days[0]}T00:00:00Z")["count"] == 0
     assert call(server, "memory_search", query="postgres", project="no-such-project")["count"] == 0
 
 
