@@ -63,9 +63,12 @@ def test_a_second_server_on_the_same_data_refuses_clearly(persmem_server, persme
     project=st.one_of(st.text(max_size=80), st.none(), st.just("../../etc")),
     tags=st.one_of(st.text(max_size=200), st.lists(st.text(max_size=10), max_size=5)),
     top_k=st.one_of(st.integers(-3, 40), st.text(max_size=3)),
+    context_chars=st.one_of(st.integers(-5, 3000), st.text(max_size=3), st.none()),
 )
-def test_any_arguments_give_a_result_or_a_clear_error(shared_server, content, project, tags, top_k):
+def test_any_arguments_give_a_result_or_a_clear_error(shared_server, content, project, tags, top_k, context_chars):
+    chunks = json.dumps([{"content": content, "project": project}, {"content": "a neighbour", "tags": tags}])
     assert_tools_answer_clearly(shared_server, [
         ("memory_store", {"content": content, "project": project, "tags": tags}),
         ("memory_search", {"query": content, "top_k": top_k, "project": project}),
+        ("memory_bulk_store", {"chunks": chunks, "context_chars": context_chars, "dedup": False}),
     ], "kite")
