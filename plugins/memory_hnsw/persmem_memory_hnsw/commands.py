@@ -111,10 +111,13 @@ def import_(path: Path) -> None:
                     continue
                 try:
                     rec = json.loads(line)
+                    context = rec.get("context") or ""
+                    if not isinstance(context, str):
+                        raise TypeError(f"context must be a string, not {type(context).__name__}")
                     item = NewMemory(content=rec["content"], project=rec.get("project", "general"),
                                      type=rec.get("type", "session_note"), tags=list(rec.get("tags", [])),
                                      memory_id=rec.get("id"), author=rec.get("author"), created=rec.get("created_ts"),
-                                     context=str(rec.get("context", "")))
+                                     context=context)
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
                     raise click.ClickException(f"{path}:{number}: not a memory record ({exc}).") from None
                 batches.setdefault(rec.get("collection", "memories"), []).append(item)
