@@ -33,7 +33,8 @@ from .vectors import VectorIndex
 log = logging.getLogger("persmem.memory")
 
 WORDS = re.compile(r"\w+")
-MAX_CONTEXT_CHARS = 2 * 2000 + 1
+CONTEXT_CHARS_PER_SIDE = 2000  # most characters of neighbours kept on each side (memory_bulk_store context_chars)
+MAX_CONTEXT_CHARS = 2 * CONTEXT_CHARS_PER_SIDE + 1  # before + "\n" + after
 LOG_NAME = "records.log"
 INDEX_NAME = "vectors.hnsw"
 
@@ -653,10 +654,12 @@ def neighbour_contexts(texts: list[str], chars: int) -> list[str]:
         after, j = "", i + 1
         while j < len(texts) and len(after) < chars:
             after, j = f"{after}\n{texts[j][:chars]}", j + 1
-        if len(before) > chars:
-            before = before[-chars:].split(maxsplit=1)[-1] if " " in before[-chars:] else before[-chars:]
+        if len(before) > chars:  # drop the word cut in half, if the kept part has a space
+            cut = before[-chars:]
+            before = cut.split(maxsplit=1)[-1] if " " in cut else cut
         if len(after) > chars:
-            after = after[:chars].rsplit(maxsplit=1)[0] if " " in after[:chars] else after[:chars]
+            cut = after[:chars]
+            after = cut.rsplit(maxsplit=1)[0] if " " in cut else cut
         out.append(f"{before.strip()}\n{after.strip()}".strip())
     return out
 

@@ -4,8 +4,8 @@ Terms are case-folded word tokens, English stop words removed, Snowball-
 stemmed (PyStemmer), so "painting" finds "paints". Postings are kept in one
 compact block plus a small delta (see BM25Index); a deleted or replaced
 document is masked out (document frequencies count live documents only)
-and its postings go when the collection reopens after a compaction. Scoring a query is a handful of vectorised numpy operations per
-query term.
+and its postings go when the collection reopens after a compaction.
+Scoring a query is a handful of vectorised numpy operations per query term.
 
 A document may carry context: words of its neighbours (the chunks before
 and after it in one memory_bulk_store call) counted at CONTEXT_WEIGHT of a

@@ -6,13 +6,14 @@ agent (from its credentials), never an argument.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from datetime import datetime, timezone
 
 from persmem_core import CallContext, UserError
 
-from .collection import Filters, NewMemory, neighbour_contexts
+from .collection import CONTEXT_CHARS_PER_SIDE, Filters, NewMemory, neighbour_contexts
 from .records import public
 
 BOOTSTRAP_TYPES = {"identity", "directive"}
@@ -113,8 +114,8 @@ def memory_bulk_store(
         raise UserError("chunks must be a non-empty JSON array of objects like {\"content\": \"...\"}.")
     if len(chunks) > 1000:
         raise UserError(f"{len(chunks)} chunks in one call; send at most 1000 per call.")
-    if not 0 <= context_chars <= 2000:
-        raise UserError(f"context_chars must be 0-2000, got {context_chars}.")
+    if not 0 <= context_chars <= CONTEXT_CHARS_PER_SIDE:
+        raise UserError(f"context_chars must be 0-{CONTEXT_CHARS_PER_SIDE}, got {context_chars}.")
     items = []
     for i, chunk in enumerate(chunks):
         if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
@@ -126,13 +127,10 @@ def memory_bulk_store(
             tags=_tags(chunk.get("tags")),
             memory_id=chunk.get("id"),
         ))
-    start = 0
-    for end in range(1, len(items) + 1):  # runs of one project: a neighbour in another project is not context
-        if end == len(items) or items[end].project != items[start].project:
-            run = items[start:end]
-            for item, context in zip(run, neighbour_contexts([i.content for i in run], context_chars), strict=True):
-                item.context = context
-            start = end
+    for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
+        run = list(run)
+        for item, context in zip(run, neighbour_contexts([x.content for x in run], context_chars), strict=True):
+            item.context = context
     results = _service(call).collection(collection).store(items, author=call.agent, dedup=dedup)
     return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
 
