@@ -26,7 +26,8 @@ from persmem_core import UserError
 from .config import MemoryConfig
 from .heap import grown, release_freed_memory
 from .lexical import BM25Index
-from .log import RecordLog, decode_frame, read_frames
+from .log import RecordLog, decode_frame, read_frames, write_failed
+from .permissions import check_change
 from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, dedup_key, head_of, new_id
 from .vectors import VectorIndex
 
@@ -110,6 +111,7 @@ class Collection:
         self.lexical = BM25Index()
         self.vectors: VectorIndex | None = None
         self.changes_since_save = 0
+        self._upkeep_after = 0.0  # monotonic time before which _maintain does nothing (after a failure)
 
     # -- opening --------------------------------------------------------
     def open(self, *, reindex: bool = False) -> Collection:
@@ -240,8 +242,11 @@ class Collection:
 
     def close(self) -> None:
         with self.lock.gen_wlock():
-            if self.changes_since_save and self.vectors is not None:
-                self.save_index()
+            try:
+                if self.changes_since_save and self.vectors is not None:
+                    self.save_index()
+            except OSError as exc:  # the index is derived: the next open rebuilds it from the log
+                log.warning("collection %s: could not save the index on close (%s)", self.name, exc)
             self.log.close()
 
     def save_index(self) -> None:
@@ -327,8 +332,9 @@ class Collection:
                 self.next_label += len(vecs)
                 created = item.created if item.created is not None else now
                 memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
-                                tags=item.tags, author=item.author or author, collection=self.name, created=created,
-                                updated=created, content_hash=digest, context=item.context, labels=labels)
+                                tags=item.tags, author=item.author or author, editor=item.author or author,
+                                collection=self.name, created=created, updated=created, content_hash=digest,
+                                context=item.context, labels=labels)
                 batch_hashes[(item.project, digest)] = memory_id
                 puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
                 pending.append((memory, vecs))
@@ -342,7 +348,7 @@ class Collection:
         """Log durably, then apply. Caller holds the write lock."""
         if not puts:
             return
-        spans = self.log.append(puts)  # raises OSError: nothing applied, nothing acknowledged
+        spans = self._append(puts)  # raises: nothing applied, nothing acknowledged
         for (memory, vecs), span in zip(pending, spans, strict=True):
             if memory.id in self.memories:
                 self.log.dead_bytes += self._span_bytes(memory.id)
@@ -374,8 +380,9 @@ class Collection:
                     return head.id, float(sim)
         return None
 
-    def update(self, memory_id: str, *, author: str, content: str | None = None, tags: list[str] | None = None,
-               type: str | None = None, project: str | None = None) -> Memory:
+    def update(self, memory_id: str, *, editor: str, editors: dict[str, list[str]], content: str | None = None,
+               tags: list[str] | None = None, type: str | None = None, project: str | None = None) -> Memory:
+        """A new version made by `editor`, who must be the author or granted by `editors` (permissions.py)."""
         current = self.get(memory_id)
         vecs = self.embedder.embed_chunks([content])[0] if content is not None and content != current.content else None
         if content is not None:
@@ -383,6 +390,7 @@ class Collection:
         with self.lock.gen_wlock():
             if memory_id not in self.memories:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
+            check_change(editors, editor, self.memories[memory_id], "update", new_type=type)
             current = self._load(memory_id)
             if vecs is None:
                 vecs = self._logged_vectors(memory_id)
@@ -394,35 +402,55 @@ class Collection:
                 self.next_label += len(vecs)
             snapshot = Version(version=current.version, content=current.content, tags=current.tags,
                                type=current.type, project=current.project, author=current.author,
-                               updated=current.updated)
+                               updated=current.updated, editor=current.editor)
             new_content = current.content if content is None else content
             memory = msgspec.structs.replace(
                 current, content=new_content, tags=current.tags if tags is None else tags,
                 type=type or current.type, project=project or current.project, updated=time.time(),
-                version=current.version + 1, content_hash=content_hash(new_content), labels=labels,
+                version=current.version + 1, editor=editor, content_hash=content_hash(new_content), labels=labels,
                 history=[*current.history, snapshot],
             )
             self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)])
             return memory
 
-    def delete(self, memory_id: str, *, by: str) -> Memory:
+    def delete(self, memory_id: str, *, by: str, editors: dict[str, list[str]]) -> Memory:
+        """Delete for `by`, who must be the author or granted by `editors` (permissions.py)."""
         with self.lock.gen_wlock():
             if memory_id not in self.memories:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
+            check_change(editors, by, self.memories[memory_id], "delete")
             memory = self._load(memory_id)
-            self.log.append([Delete(id=memory_id, at=time.time(), by=by)])
+            self._append([Delete(id=memory_id, at=time.time(), by=by)])
             self.log.dead_bytes += self._span_bytes(memory_id)
             self._apply_delete(memory_id, index=True)
             self.changes_since_save += 1
             self._maintain()
             return memory
 
+    def _append(self, entries: list) -> list[tuple[int, int]]:
+        """Log durably. A failed write (disk full, I/O error) leaves the log as it was and is reported as
+        a UserError saying nothing was stored."""
+        try:
+            return self.log.append(entries)
+        except OSError as exc:
+            log.error("collection %s: could not append to %s: %s", self.name, self.log.path, exc)
+            raise UserError(write_failed(self.folder, exc, "nothing was stored or changed")) from None
+
     def _maintain(self) -> None:
-        """Compact the log when most of it is superseded; save the index now and then. Write lock held."""
-        if self.log.dead_bytes > max(1 << 20, self.log.size // 2):
-            self.compact()
-        elif self.changes_since_save >= self.config.save_index_every:
-            self.save_index()
+        """Compact the log when most of it is superseded; save the index now and then. Write lock held.
+        Both are optional upkeep after an acknowledged write: if one fails (say the disk is full) the write
+        still stands, and the upkeep is tried again a minute later."""
+        if time.monotonic() < self._upkeep_after:
+            return
+        try:
+            if self.log.dead_bytes > max(1 << 20, self.log.size // 2):
+                self.compact()
+            elif self.changes_since_save >= self.config.save_index_every:
+                self.save_index()
+        except OSError as exc:
+            self._upkeep_after = time.monotonic() + 60.0
+            log.warning("collection %s: compaction or index save failed (%s); the log is intact, retrying later",
+                        self.name, exc)
 
     def compact(self) -> None:
         """Rewrite the log with only the live memories' latest entries, copied as they are."""

@@ -29,4 +29,10 @@ class MemoryConfig(ConfigSection):
         int, Meta(ge=0, description="Filtered searches matching at most this many chunks are exact (brute force).")
     ] = 16384
     max_content_chars: Annotated[int, Meta(ge=100, description="Longest memory accepted, in characters.")] = 200_000
+    editors: Annotated[
+        dict[str, list[str]],
+        Meta(description='Agents that may update and delete memories written by others: {operator = ["*"], '
+                         'kite = ["wren"]} (editor -> authors, "*" = everyone). Every agent changes its own memories; '
+                         "identity and directive entries only their author changes."),
+    ] = {}
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000

@@ -11,6 +11,7 @@ atomically replaces the old one.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -100,9 +101,12 @@ class RecordLog:
         blob = b"".join(frames)
         start = self.size
         try:
-            written = os.write(self._fd, blob)
-            if written != len(blob):
-                raise OSError(f"short write ({written} of {len(blob)} bytes)")
+            view, written = memoryview(blob), 0
+            while written < len(blob):  # a short write is followed by the error that stopped it (ENOSPC...)
+                done = os.write(self._fd, view[written:])
+                if done == 0:
+                    raise OSError(errno.EIO, "the log write made no progress")
+                written += done
             os.fsync(self._fd)
         except OSError:
             # Never leave a partial frame behind an acknowledged one.
@@ -128,15 +132,19 @@ class RecordLog:
         returns their spans."""
         tmp = self.path.with_name(self.path.name + ".compact")
         spans = []
-        with open(tmp, "wb") as f:
-            size = 0
-            for entry in entries:
-                frame = entry if isinstance(entry, bytes) else encode_frame(entry)
-                f.write(frame)
-                spans.append((size, size + len(frame)))
-                size += len(frame)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                size = 0
+                for entry in entries:
+                    frame = entry if isinstance(entry, bytes) else encode_frame(entry)
+                    f.write(frame)
+                    spans.append((size, size + len(frame)))
+                    size += len(frame)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # the old log is untouched; do not leave a half copy taking the space
+            raise
         self.close()
         os.replace(tmp, self.path)
         fsync_dir(self.path.parent)
@@ -149,3 +157,20 @@ class RecordLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def write_failed(folder: Path, exc: OSError, outcome: str) -> str:
+    """What a caller is told when the store's disk refused a write: which disk (by its mount point; the full
+    path goes to the server log only), the outcome, and the fix."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"the disk holding the memory store (mounted at {_mount_point(folder)}) is full: {outcome}. "
+                "Free some space on it (or raise the quota) and call again; memories stored before are intact.")
+    return (f"the memory store could not write to its disk ({exc.strerror or exc}): {outcome}. "
+            "The server log has the details; `persmem doctor` checks the data folder.")
+
+
+def _mount_point(path: Path) -> str:
+    path = Path(os.path.realpath(path))
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return str(path)

@@ -13,15 +13,17 @@ ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.\-]{0,127}$")
 
 
 class Version(msgspec.Struct, kw_only=True, array_like=True):
-    """A previous version of a memory, kept when it is updated."""
+    """A previous version of a memory, kept when it is updated. Stored as an array: a field added later goes
+    last and has a default, so entries written before it still decode."""
 
     version: int
     content: str
     tags: list[str]
     type: str
     project: str
-    author: str
+    author: str  # the memory's author (its owner), not necessarily who made this version
     updated: float
+    editor: str = ""  # who made this version; "" in logs written before editors were recorded
 
 
 class Memory(msgspec.Struct, kw_only=True):
@@ -35,6 +37,7 @@ class Memory(msgspec.Struct, kw_only=True):
     created: float
     updated: float
     version: int = 1
+    editor: str = ""  # who made this version (the author, or an agent `[memory] editors` grants); "" in older logs
     content_hash: str = ""
     context: str = ""  # neighbouring chunks' text (memory_bulk_store), indexed for keyword search only
     labels: list[int] = []  # vector-index labels of this memory's chunks
@@ -121,8 +124,22 @@ def public(memory: Memory) -> dict:
         "created": iso(memory.created),
         "updated": iso(memory.updated),
         "version": memory.version,
+        "editor": made_by(memory.version, memory.editor, memory.author),
         "content_hash": memory.content_hash,
     }
+
+
+def public_version(version: Version) -> dict:
+    """A previous version as memory_get(include_history=true) returns it."""
+    return {"version": version.version, "content": version.content, "tags": version.tags, "type": version.type,
+            "project": version.project, "author": version.author,
+            "editor": made_by(version.version, version.editor, version.author), "updated": iso(version.updated)}
+
+
+def made_by(version: int, editor: str, author: str) -> str | None:
+    """Who made a version. Logs written before editors were recorded know it only for version 1 (its author
+    stored it); for their later versions it is unknown (None)."""
+    return editor or (author if version == 1 else None)
 
 
 def iso(ts: float) -> str:

@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 from persmem_core import CallContext, UserError
 
 from .collection import CONTEXT_CHARS_PER_SIDE, Filters, NewMemory, neighbour_contexts
-from .records import public
+from .permissions import BOOTSTRAP_TYPES, check_bootstrap_owner, pinned_for
+from .records import public, public_version
 
-BOOTSTRAP_TYPES = {"identity", "directive"}
 MAX_TOP_K = 20
 
 
@@ -26,13 +26,20 @@ def _service(call: CallContext):
     return service_for(call.host)
 
 
-def _tags(tags: str | list[str] | None) -> list[str]:
+def _editors(call: CallContext) -> dict[str, list[str]]:
+    """`[memory] editors`: who may change memories written by whom (permissions.py)."""
+    return call.host.section("memory").editors
+
+
+def _tags(tags: str | list[str] | None, what: str = "tags") -> list[str]:
     if tags is None:
         return []
+    if not isinstance(tags, (str, list)) or not all(isinstance(tag, str) for tag in tags):
+        raise UserError(f"{what} must be a comma-separated string or a list of strings, like \"auth,jwt\".")
     items = tags.split(",") if isinstance(tags, str) else tags
     cleaned = []
     for tag in items:
-        tag = str(tag).strip()
+        tag = tag.strip()
         if tag and tag not in cleaned:
             if len(tag) > 64:
                 raise UserError(f"tag {tag[:20]!r}... is longer than 64 characters.")
@@ -110,6 +117,9 @@ def memory_bulk_store(
             chunks = json.loads(chunks)
         except json.JSONDecodeError as exc:
             raise UserError(f"chunks is not valid JSON ({exc}); pass a JSON array of objects with a 'content' field.") from None
+        except RecursionError:
+            raise UserError("chunks is nested too deeply to read; pass a flat JSON array of objects like "
+                            "{\"content\": \"...\"}.") from None
     if not isinstance(chunks, list) or not chunks:
         raise UserError("chunks must be a non-empty JSON array of objects like {\"content\": \"...\"}.")
     if len(chunks) > 1000:
@@ -120,11 +130,15 @@ def memory_bulk_store(
     for i, chunk in enumerate(chunks):
         if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
             raise UserError(f"chunks[{i}] must be an object with a string 'content'.")
+        for key in ("project", "type", "memory_type", "id"):
+            if chunk.get(key) is not None and not isinstance(chunk[key], str):
+                raise UserError(f"chunks[{i}].{key} must be a string, got {type(chunk[key]).__name__} "
+                                f"{json.dumps(chunk[key])[:40]}; leave it out to use the default.")
         items.append(NewMemory(
             content=chunk["content"],
-            project=_label(str(chunk.get("project") or project), f"chunks[{i}].project"),
-            type=_label(str(chunk.get("type") or chunk.get("memory_type") or "session_note"), f"chunks[{i}].type"),
-            tags=_tags(chunk.get("tags")),
+            project=_label(chunk.get("project") or project, f"chunks[{i}].project"),
+            type=_label(chunk.get("type") or chunk.get("memory_type") or "session_note", f"chunks[{i}].type"),
+            tags=_tags(chunk.get("tags"), f"chunks[{i}].tags"),
             memory_id=chunk.get("id"),
         ))
     for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
@@ -188,15 +202,12 @@ def memory_search(
 
 def memory_get(memory_id: str, collection: str = "memories", include_history: bool = False,
                call: CallContext = None) -> dict:
-    """Read one memory by id; with include_history, also its previous versions (oldest first)."""
+    """Read one memory by id; with include_history, also its previous versions (oldest first).
+    `author` is who wrote the memory, `editor` who made each version (null: not recorded, an older store)."""
     memory = _service(call).collection(collection).get(memory_id)
     result = public(memory)
     if include_history:
-        from .records import iso
-
-        result["history"] = [{"version": v.version, "content": v.content, "tags": v.tags, "type": v.type,
-                              "project": v.project, "author": v.author, "updated": iso(v.updated)}
-                             for v in memory.history]
+        result["history"] = [public_version(v) for v in memory.history]
     return result
 
 
@@ -204,11 +215,14 @@ def memory_update(memory_id: str, content: str | None = None, tags: str | None =
                   memory_type: str | None = None, project: str | None = None, collection: str = "memories",
                   call: CallContext = None) -> dict:
     """Change a memory's content, tags, type or project. The previous version is kept (memory_get with
-    include_history=true shows it) and the version number goes up. Pass only what changes."""
+    include_history=true shows it, with who made each version) and the version number goes up. Pass only what
+    changes. You may change memories you wrote; others' only if the operator granted it ([memory] editors),
+    and identity and directive entries only their author."""
     if content is None and tags is None and memory_type is None and project is None:
         raise UserError("nothing to update: pass content, tags, memory_type or project.")
     memory = _service(call).collection(collection).update(
-        memory_id, author=call.agent, content=content, tags=None if tags is None else _tags(tags),
+        memory_id, editor=call.agent, editors=_editors(call), content=content,
+        tags=None if tags is None else _tags(tags),
         type=None if memory_type is None else _label(memory_type, "memory_type"),
         project=None if project is None else _label(project, "project"),
     )
@@ -216,8 +230,10 @@ def memory_update(memory_id: str, content: str | None = None, tags: str | None =
 
 
 def memory_delete(memory_id: str, collection: str = "memories", call: CallContext = None) -> dict:
-    """Delete one memory by id (it stops appearing in searches; the deletion is logged with your name)."""
-    memory = _service(call).collection(collection).delete(memory_id, by=call.agent)
+    """Delete one memory by id (it stops appearing in searches; the deletion is logged with your name).
+    You may delete memories you wrote; others' only if the operator granted it ([memory] editors), and identity
+    and directive entries only their author."""
+    memory = _service(call).collection(collection).delete(memory_id, by=call.agent, editors=_editors(call))
     return {"status": "deleted", "id": memory.id}
 
 
@@ -243,14 +259,16 @@ def memory_list_collections(call: CallContext = None) -> dict:
 def chorus_init(agent: str = "", project: str = "general", call: CallContext = None) -> dict:
     """Call once at the start of a session: returns your pinned identity and directive entries, your unread
     messages (from the mail plugin, if installed) and the last 3 handoff memories of `project`.
+    Pinned are the entries you wrote (bootstrap_update), and those tagged with your name or "all" by an
+    operator granted over you ([memory] editors); never another agent's.
     `agent` may be left empty: you are the calling agent (a different name is refused)."""
     if agent and agent != call.agent:
         raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {agent!r}'s session.")
     me = call.agent
     service = _service(call)
     col = service.collection("memories")
-    pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50,
-                        predicate=lambda m: m.author == me or me in m.tags or "all" in m.tags)
+    editors = _editors(call)
+    pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(editors, me, m))
     handoffs = col.recent(types={"handoff"}, project=project, limit=3)
     inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
     return {
@@ -264,12 +282,16 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
 
 def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: str = "identity",
                      project: str = "triad", call: CallContext = None) -> dict:
-    """Create or overwrite a bootstrap entry (identity, directive, ...) that chorus_init returns to its author.
-    `entry_id` is a stable name of your choosing, e.g. "kite-identity"; overwriting keeps the old version."""
+    """Create or overwrite one of your bootstrap entries (identity, directive, ...) that chorus_init returns to
+    you. `entry_id` is a stable name of your choosing, e.g. "kite-identity"; overwriting keeps the old version.
+    An entry_id another agent already uses is refused (pick another)."""
     col = _service(call).collection("memories")
     tag_list = _tags(tags)
-    if entry_id in col.memories:
-        memory = col.update(entry_id, author=call.agent, content=content, tags=tag_list,
+    existing = col.memories.get(entry_id)
+    if existing is not None:
+        check_bootstrap_owner(existing, call.agent)
+        # No grants here: bootstrap_update never changes another agent's entry (also re-checked under the lock).
+        memory = col.update(entry_id, editor=call.agent, editors={}, content=content, tags=tag_list,
                             type=_label(entry_type, "entry_type"), project=_label(project, "project"))
         return {"status": "updated", **public(memory)}
     item = NewMemory(content=content, project=_label(project, "project"), type=_label(entry_type, "entry_type"),

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from persmem_core import UserError
 from persmem_memory_hnsw.collection import Collection, Filters, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
@@ -145,7 +146,8 @@ def test_updates_and_deletes_do_not_grow_disk_without_bound(tmp_path, embedder):
     store_some(col, n=20)
     for round_ in range(40):
         for i in range(20):
-            col.update(f"m{i}", author="kite", content=f"fact {i} revision {round_} with some padding text " * 3)
+            col.update(f"m{i}", editor="kite", editors={},
+                       content=f"fact {i} revision {round_} with some padding text " * 3)
     log_size = (folder / "records.log").stat().st_size
     index_cap = col.vectors.index.get_max_elements()
     assert log_size < 3_000_000, "the log is compacted"
@@ -191,7 +193,7 @@ def test_failed_write_reports_failure_and_leaves_nothing(tmp_path, embedder, mon
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match="is full: nothing was stored"):
         col.store([NewMemory(content="will not be stored", project="p", type="note", tags=[], memory_id="nope")],
                   author="kite")
     monkeypatch.setattr(os, "fsync", real_fsync)
@@ -211,7 +213,7 @@ def test_compaction_copies_entries_exactly_and_search_stays_exact(tmp_path, embe
     written = 0
     for round_ in range(60):
         for i in range(20):
-            col.update(f"m{i}", author="kite", tags=[f"round-{round_}", "x" * 60])
+            col.update(f"m{i}", editor="kite", editors={}, tags=[f"round-{round_}", "x" * 60])
             written += col._span_bytes(f"m{i}")
     assert col.log.size < written / 2, "the log was compacted"
     col.close()
@@ -238,7 +240,7 @@ def test_bulk_context_is_in_the_log_and_indexed_again_after_reopening(tmp_path, 
     col = open_collection(folder, embedder)
     col.store([NewMemory(content="A sunrise over the lake.", project="p", type="note", tags=[], memory_id="answer",
                          context="What did you paint for the harbour exhibition?")], author="kite")
-    col.update("answer", author="kite", content="A sunrise over the lake, in oils.")  # keeps its context
+    col.update("answer", editor="kite", editors={}, content="A sunrise over the lake, in oils.")  # keeps its context
     col.close()
     col = open_collection(folder, embedder)
     hits = col.search("harbour exhibition", top_k=3, filters=Filters(), mode="lexical")
@@ -260,7 +262,8 @@ def test_updates_keep_their_labels_so_the_index_does_not_grow(tmp_path, embedder
     labels, graph = col.next_label, col.vectors.index.get_current_count()
     days = ["Monday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
     for i in range(24):
-        col.update("window", author="kite", content=f"The deploy window is {days[i % 6]} at {i}:00, cleared by ops.")
+        col.update("window", editor="kite", editors={},
+                   content=f"The deploy window is {days[i % 6]} at {i}:00, cleared by ops.")
     assert (col.next_label, col.vectors.index.get_current_count()) == (labels, graph)
     final = "The deploy window is Sunday at 23:00, cleared by ops."
     assert _dense_score(col, final, "window") > 0.999
@@ -279,10 +282,10 @@ def test_a_crash_after_an_update_replays_it_into_the_same_graph_slot(tmp_path, e
     col.store([NewMemory(content=text, project="p", type="note", tags=[], memory_id=name) for name, text in
                (("a", "Backups run nightly at two."), ("b", "The office plant needs water on Fridays."),
                 ("c", "The VPN certificate expires in March."))], author="kite")
-    col.delete("b", by="kite")
+    col.delete("b", by="kite", editors={})
     col.save_index()
-    col.update("c", author="kite", tags=["vpn"])  # same text, same labels
-    col.update("a", author="kite", content="Backups moved to hourly snapshots.")
+    col.update("c", editor="kite", editors={}, tags=["vpn"])  # same text, same labels
+    col.update("a", editor="kite", editors={}, content="Backups moved to hourly snapshots.")
     col.log.close()  # a crash: the index file was not saved again
     col = open_collection(folder, embedder)
     assert col.vectors.index.get_current_count() == 3  # a's and c's slots and b's deleted one, nothing more

@@ -56,7 +56,7 @@ def test_lexical_and_dense_both_find(server):
 
 def test_update_keeps_previous_version_and_delete_removes(server):
     stored = call(server, "memory_store", content="Deploys happen on Tuesdays.", project="upd")
-    updated = call(server, "memory_update", memory_id=stored["id"], content="Deploys happen on Thursdays.", agent="wren")
+    updated = call(server, "memory_update", memory_id=stored["id"], content="Deploys happen on Thursdays.")
     assert updated["version"] == 2 and updated["content"] == "Deploys happen on Thursdays."
     full = call(server, "memory_get", memory_id=stored["id"], include_history=True)
     assert full["history"][0]["content"] == "Deploys happen on Tuesdays." and full["history"][0]["version"] == 1

@@ -18,13 +18,14 @@ while True:
         target = f"k{i - 1}"
         if target in col.memories:
             print(f"u {target}", flush=True)  # intent: the update may land even if we die before "U"
-            col.update(target, author="kite", content=f"updated note number {i - 1} about topic {i % 13}")
+            col.update(target, editor="kite", editors={},
+                       content=f"updated note number {i - 1} about topic {i % 13}")
             print(f"U {target} {i - 1}", flush=True)
     col.store([NewMemory(content=f"note number {i} about topic {i % 13} and item {i * 7}", project="p",
                          type="note", tags=[], memory_id=memory_id)], author="kite", dedup=False)
     print(f"S {memory_id}", flush=True)
     if i % 11 == 10:
         print(f"d k{i - 3}", flush=True)  # intent: the delete may land even if we die before "D"
-        col.delete(f"k{i - 3}", by="kite")
+        col.delete(f"k{i - 3}", by="kite", editors={})
         print(f"D k{i - 3}", flush=True)
     i += 1
