@@ -7,6 +7,7 @@ two servers never write the same log; share one server over HTTP instead.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import threading
@@ -16,6 +17,7 @@ from persmem_core import UserError
 
 from .collection import Collection
 from .config import MemoryConfig
+from .log import write_failed
 
 COLLECTION_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -27,7 +29,7 @@ class MemoryService:
         self._open_lock = threading.Lock()
         self._lock_file = None
         self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._failure: str | None = None  # what callers are told when the background load failed
         self._loader: threading.Thread | None = None
 
     def start(self) -> MemoryService:
@@ -45,21 +47,27 @@ class MemoryService:
         return self
 
     def _load_quietly(self) -> None:
-        import logging
-
+        """Load in the background. A failure is logged in full; every memory tool call is told in short what
+        failed, without the model's exception text (it names install paths, even a child's traceback)."""
+        model_loaded = False
         try:
+            self.embedder.load()
+            model_loaded = True
             self.load()
         except BaseException as exc:  # noqa: BLE001 - kept and reported to every caller
-            self._error = exc
-            logging.getLogger("persmem.memory").exception("the memory store failed to open")
+            what = "the memory store failed to open" if model_loaded else "the embedding model failed to load"
+            logging.getLogger("persmem.memory").exception("%s", what)
+            if model_loaded and isinstance(exc, UserError):
+                what += f" ({exc})"  # written for the caller with its fix (say, vectors of another model)
+            self._failure = (f"{what}, so the memory tools are unavailable. The server log has the details; "
+                             "the operator can run `persmem doctor` on the server to check the model and the store.")
             self._ready.set()
 
     def wait_ready(self, timeout: float = 300.0) -> None:
         if not self._ready.wait(timeout):
             raise UserError("the memory store is still loading (a large store is being indexed); try again shortly.")
-        if self._error is not None:
-            raise UserError(f"the memory store failed to open: {self._error}. See the server log; "
-                            "`persmem doctor` checks the model and the store.")
+        if self._failure is not None:
+            raise UserError(self._failure)
 
     def lock(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -105,7 +113,11 @@ class MemoryService:
             raise UserError(f"no collection {name!r}; memory_list_collections shows them.")
         with self._open_lock:
             if name not in self._collections:
-                self._collections[name] = Collection(name, self.folder / name, self.embedder, self.config).open()
+                try:
+                    self._collections[name] = Collection(name, self.folder / name, self.embedder, self.config).open()
+                except OSError as exc:  # a new collection on a full or read-only disk
+                    logging.getLogger("persmem.memory").error("collection %s could not be opened: %s", name, exc)
+                    raise UserError(write_failed(self.folder, exc, f"collection {name!r} could not be opened")) from None
         return self._collections[name]
 
     def collections(self) -> dict[str, Collection]:

@@ -134,9 +134,13 @@ class VectorIndex:
     # -- persistence ---------------------------------------------------
     def save(self, path: Path, *, model_id: str, log_offset: int) -> None:
         tmp = path.with_name(path.name + ".tmp")
-        self.index.save_index(str(tmp))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        try:
+            self.index.save_index(str(tmp))
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # the saved index stays as it was; a half copy would only take space
+            raise
         meta = IndexMeta(sha256=sha256_file(tmp), model_id=model_id, dim=self.dim, log_offset=log_offset,
                          count=self.live)
         os.replace(tmp, path)
@@ -161,7 +165,11 @@ class VectorIndex:
         except OSError:
             return None
         index = hnswlib.Index(space="ip", dim=self.dim)
-        index.load_index(str(path), allow_replace_deleted=True)
+        try:
+            index.load_index(str(path), allow_replace_deleted=True)
+        except RuntimeError as exc:  # hnswlib writes no error when a save runs out of disk: a cut file lands here
+            log.warning("%s: %s; rebuilding the index from the log", path, exc)
+            return None
         index.set_ef(self.ef_search)
         index.set_num_threads(1)
         self.index = index
