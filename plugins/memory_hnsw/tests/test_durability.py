@@ -1,5 +1,7 @@
 """Crash safety and corruption: kill -9 at random moments, torn tails, flipped bytes, a damaged index."""
 
+import hashlib
+import json
 import os
 import random
 import signal
@@ -117,7 +119,7 @@ def test_flipped_byte_in_the_log_loses_only_entries_after_it(tmp_path, embedder)
     assert set(col.memories) == {f"m{i}" for i in range(10)}
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "delete", "meta"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "delete", "meta", "cut-by-full-disk"])
 def test_damaged_index_is_detected_and_rebuilt_not_loaded(tmp_path, embedder, damage):
     folder = tmp_path / "c"
     col = open_collection(folder, embedder)
@@ -132,6 +134,11 @@ def test_damaged_index_is_detected_and_rebuilt_not_loaded(tmp_path, embedder, da
         index.write_bytes(index.read_bytes()[:100])
     elif damage == "delete":
         index.unlink()
+    elif damage == "cut-by-full-disk":  # hnswlib reports no write error: the sidecar vouches for a cut file
+        index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+        meta = folder / "vectors.hnsw.meta.json"
+        recorded = json.loads(meta.read_text())
+        meta.write_text(json.dumps(recorded | {"sha256": hashlib.sha256(index.read_bytes()).hexdigest()}))
     else:
         (folder / "vectors.hnsw.meta.json").write_text("{not json")
     col = open_collection(folder, embedder)
