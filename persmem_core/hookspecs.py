@@ -29,7 +29,8 @@ def add_hookspecs(add):
 
 @hookspec
 def register_tools(register, host):
-    """Contribute MCP tools: `register(fn, name=None)`; schema from type hints, description from the docstring."""
+    """Contribute MCP tools: `register(fn, name=None, description=None, max_concurrent_per_agent=None)`; schema
+    from type hints, description from the docstring."""
 
 
 @hookspec

@@ -32,6 +32,7 @@ class ToolSpec:
     name: str
     fn: Callable[..., Any]
     description: str | None = None
+    max_concurrent_per_agent: int | None = None  # calls of this tool one agent may have running at once
 
 
 @dataclass(frozen=True)
@@ -201,13 +202,17 @@ class _Collector:
             raise self._conflict(f"config section [{name}]", self.store[name][1], plugin)
         self.store[name] = (typ, plugin)
 
-    def _tool(self, plugin: str, fn: Callable[..., Any], name: str | None = None, description: str | None = None):
+    def _tool(self, plugin: str, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
+              max_concurrent_per_agent: int | None = None):
         name = name or fn.__name__
         if not TOOL_NAME_RE.match(name):
             raise UserError(f"plugin {plugin!r}: invalid tool name {name!r}")
         if name in self.store:
             raise self._conflict(f"tool {name!r}", self.store[name].plugin, plugin)
-        self.store[name] = ToolSpec(plugin=plugin, name=name, fn=fn, description=description)
+        if max_concurrent_per_agent is not None and max_concurrent_per_agent < 1:
+            raise UserError(f"plugin {plugin!r}: tool {name!r}: max_concurrent_per_agent must be at least 1")
+        self.store[name] = ToolSpec(plugin=plugin, name=name, fn=fn, description=description,
+                                    max_concurrent_per_agent=max_concurrent_per_agent)
         return fn
 
     def _route(self, plugin: str, prefix: str, app: Any, auth: str = "agent"):

@@ -29,10 +29,10 @@ INSTRUCTIONS = (
 def build_mcp_server(host: Host, *, stdio_agent: str):
     from mcp.server.mcpserver import MCPServer
 
-    from persmem_core.tools import CallerResolver, build_tool
+    from persmem_core.tools import CallerResolver, CallLimits, build_tool
 
-    resolver = CallerResolver(host, stdio_agent)
-    tools = [build_tool(spec, resolver) for spec in host.collect_tools()]
+    resolver, limits = CallerResolver(host, stdio_agent), CallLimits()
+    tools = [build_tool(spec, resolver, limits) for spec in host.collect_tools()]
     return MCPServer("persmem", version=__version__, instructions=INSTRUCTIONS, tools=tools)
 
 

@@ -8,11 +8,16 @@ docstring. The host wraps it so that:
 - any other exception becomes an error result that names the tool and a
   log reference, never a stack trace; the traceback goes to the server log;
 - invalid arguments get a short message naming each bad field.
-Sync functions run in a worker thread so one slow call does not stall others.
+Sync functions run in a worker thread, from a pool of the plugin's own
+(`THREADS_PER_PLUGIN`), so one plugin's slow calls (45 shell commands at
+once) never hold up another plugin's tools (memory, mail). A tool registered
+with `max_concurrent_per_agent` refuses a call, with a clear message, while
+that agent already has that many of its calls running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -33,6 +38,39 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("persmem.tools")
 _MCP_CONTEXT = "mcp_context"
+THREADS_PER_PLUGIN = 8
+
+
+class CallLimits:
+    """Worker pools per plugin and running calls per (tool, agent), for one server (one event loop)."""
+
+    def __init__(self, threads_per_plugin: int = THREADS_PER_PLUGIN):
+        self.threads_per_plugin = threads_per_plugin
+        self._pools: dict[str, anyio.CapacityLimiter] = {}
+        self._running: dict[tuple[str, str], int] = {}
+
+    def pool(self, plugin: str) -> anyio.CapacityLimiter:
+        """The plugin's worker threads (made on first use, inside the event loop)."""
+        if plugin not in self._pools:
+            self._pools[plugin] = anyio.CapacityLimiter(self.threads_per_plugin)
+        return self._pools[plugin]
+
+    @contextlib.contextmanager
+    def slot(self, spec: ToolSpec, agent: str):
+        """Count one running call of `spec` by `agent`; refuse it when the tool's per-agent limit is reached.
+        Runs on the event loop thread only, so the counts need no lock."""
+        key = (spec.name, agent)
+        limit = spec.max_concurrent_per_agent
+        if limit is not None and self._running.get(key, 0) >= limit:
+            raise ToolError(f"{spec.name}: you already have {limit} calls running, the most one agent may run at "
+                            "once; wait for one to finish and call again.")
+        self._running[key] = self._running.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self._running[key] -= 1
+            if not self._running[key]:
+                del self._running[key]
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -82,7 +120,7 @@ class CallerResolver:
         )
 
 
-def build_tool(spec: ToolSpec, resolve_caller: CallerResolver) -> Tool:
+def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimits | None = None) -> Tool:
     fn = spec.fn
     signature = inspect.signature(fn, eval_str=True)
     call_params = [p.name for p in signature.parameters.values() if p.annotation is CallContext]
@@ -90,15 +128,18 @@ def build_tool(spec: ToolSpec, resolve_caller: CallerResolver) -> Tool:
     params.append(inspect.Parameter(_MCP_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
     is_async = inspect.iscoroutinefunction(fn)
     name = spec.name
+    limits = limits or CallLimits()
 
     async def tool_wrapper(**kwargs: Any) -> Any:
         caller = resolve_caller(kwargs.pop(_MCP_CONTEXT))
         for param in call_params:
             kwargs[param] = caller
         try:
-            if is_async:
-                return await fn(**kwargs)
-            return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            with limits.slot(spec, caller.agent):
+                if is_async:
+                    return await fn(**kwargs)
+                return await anyio.to_thread.run_sync(functools.partial(fn, **kwargs),
+                                                      limiter=limits.pool(spec.plugin))
         except UserError as exc:
             raise ToolError(str(exc)) from None
         except ToolError:
