@@ -26,20 +26,22 @@ def register_config(register):
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register, host):
     from .tools import git_op
 
-    register(git_op)
+    register(git_op, max_concurrent_per_agent=host.section("git").max_concurrent_per_agent)
 
 
 @hookimpl
 def doctor(host):
     import shutil
 
+    from persmem_core import bubblewrap
     from persmem_core.doctor import fail, pass_
 
     if shutil.which("git") is None:
         return [fail("git", "the git program is not installed (apt-get install git)")]
     cfg, roots, _ = settings(host)
     return [pass_("git roots", ", ".join(map(str, roots))),
-            pass_("git remotes", ", ".join(cfg.remotes) or "none allowed (no clone/fetch/pull/push)")]
+            pass_("git remotes", ", ".join(cfg.remotes) or "none allowed (no clone/fetch/pull/push)"),
+            bubblewrap.doctor_line(cfg.sandbox, "git")]

@@ -3,26 +3,30 @@
 System and global config are ignored (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null, an empty HOME),
 hooks are off (core.hooksPath=/dev/null), and every config key that names a program is overridden on the
 command line, which wins over the repository's own config (keys that cannot be neutralized that way, such
-as diff.external or filter drivers, make repo.py refuse the repository instead). Only the protocols needed for the configured
-remotes are allowed (never ext::).
+as diff.external or filter drivers, make repo.py refuse the repository instead). Submodules are never
+entered or recursed into, HTTP redirects are not followed, no background gc is left running, and only the
+protocols needed for the configured remotes are allowed (never ext::).
+
+With a `Confinement`, git runs inside bubblewrap (persmem_core.bubblewrap): it sees the workspace, the
+system read-only and nothing of persmem's data, and has a network only for clone/fetch/pull/push.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import time
 from pathlib import Path
 
-from persmem_core import UserError
+from persmem_core import UserError, bubblewrap
+from persmem_core.children import run_capped
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 HARDENING = [
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.sshCommand=ssh -o BatchMode=yes", "core.pager=cat",
     "core.editor=false", "sequence.editor=false", "core.askPass=", "credential.helper=", "protocol.ext.allow=never",
     "commit.gpgSign=false", "tag.gpgSign=false", "submodule.recurse=false", "color.ui=never", "advice.detachedHead=false",
+    "diff.ignoreSubmodules=all", "status.submoduleSummary=false", "fetch.recurseSubmodules=false",
+    "push.recurseSubmodules=no", "http.followRedirects=false", "log.showSignature=false", "gc.auto=0",
+    "maintenance.auto=false",
 ]
 
 
@@ -45,23 +49,19 @@ def git_env(home: Path, agent: str, authors: dict[str, str], protocols: str) -> 
 
 
 def run_git(args: list[str], *, cwd: Path, env: dict[str, str], safe_dir: Path, timeout: float,
-            max_output: int) -> dict:
+            max_output: int, confinement: bubblewrap.Confinement | None = None) -> dict:
     argv = ["git", "--no-pager"]
     for item in [*HARDENING, f"safe.directory={safe_dir}"]:
         argv += ["-c", item]
     argv += args
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise UserError(f"git {args[0]} did not finish within {timeout:g} s ([git] timeout) and was stopped.") from None
-    result = {"returncode": proc.returncode, "stdout": stdout[:max_output].decode("utf-8", "replace"),
-              "stderr": stderr[-20_000:].decode("utf-8", "replace"),
-              "duration_ms": round((time.monotonic() - start) * 1000, 1)}
-    if len(stdout) > max_output:
-        result["truncated"] = True
+    if confinement is not None:
+        argv = bubblewrap.command(argv, confinement, cwd)
+    done = run_capped(argv, cwd=cwd, env=env, timeout=timeout, max_output=max_output, stderr_cap=20_000)
+    if done.timed_out:
+        raise UserError(f"git {args[0]} did not finish within {timeout:g} s ([git] timeout) and was stopped.")
+    result = {"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
+              "stderr": done.stderr.decode("utf-8", "replace"), "duration_ms": round(done.duration * 1000, 1)}
+    if done.truncated:
+        result |= {"truncated": True, "note": f"output cut at {max_output:,} bytes ([git] max_output_bytes) and git "
+                                              "stopped; narrow it (-n, a path, --stat)"}
     return result

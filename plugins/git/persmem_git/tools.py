@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shlex
 from pathlib import Path
 
-from persmem_core import CallContext, UserError
+from persmem_core import CallContext, UserError, bubblewrap
 
+from . import remotes
 from .operations import OPS, parse
-from .repo import git_dir, inside, remote_urls, resolve_repo, vet_config
+from .repo import inside, resolve_repo, vet_repository
 from .runner import git_env, run_git
 
 NAME_RE = re.compile(r"[\w@+][\w./@{}~^:+-]*")
+SUBMODULES_OFF = {"status": ["--ignore-submodules=all"], "diff": ["--ignore-submodules=all"]}
 
 
 def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", call: CallContext = None) -> dict:
@@ -25,10 +28,12 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
     accepted, and a refusal lists them. Put paths after `--`. Commits are authored by you (the calling agent).
     clone: `clone_url` is the source and `repo_path` the new folder; clone/fetch/pull/push reach only remotes
     the operator allowed. Returns stdout, stderr and returncode; a failing git command is an error with git's
-    message."""
+    message. git runs in an OS sandbox where the machine allows it: it sees the workspace and nothing of
+    persmem's data, with a network only for clone, fetch, pull and push."""
     from .plugin import settings
 
     cfg, roots, home = settings(call.host)
+    hidden = [call.host.home, call.host.config_path]
     if operation not in OPS:
         raise UserError(f"unknown operation {operation!r}; use one of: {', '.join(OPS)}.")
     if not isinstance(args, str) or "\x00" in args:
@@ -39,11 +44,11 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         raise UserError(f"cannot split args into words ({exc}); check its quotes.") from None
     op = OPS[operation]
     options, positionals, paths = parse(operation, tokens, cfg.allow_force_push)
-    protocols = _protocols(cfg.remotes)
-    env = git_env(home, call.agent, cfg.authors, protocols)
+    env = git_env(home, call.agent, cfg.authors, remotes.protocols(cfg.remotes))
+    confinement = _confinement(cfg, roots, hidden, op.network, push=operation == "push")
 
     if operation == "clone":
-        return _clone(cfg, roots, env, repo_path, clone_url, options)
+        return _clone(cfg, roots, env, repo_path, clone_url, options, confinement)
     if clone_url:
         raise UserError("clone_url is only for operation 'clone'.")
     repo = resolve_repo(repo_path, roots, must_exist=operation != "init")
@@ -52,9 +57,9 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
             raise UserError(f"{repo} is already a git repository.")
         repo.mkdir(parents=True, exist_ok=True)
         return _finish(operation, repo, run_git(["init", *options], cwd=repo, env=env, safe_dir=repo,
-                                                timeout=cfg.timeout, max_output=cfg.max_output_bytes))
-    gitdir = git_dir(repo, roots)
-    entries = vet_config(gitdir)
+                                                timeout=cfg.timeout, max_output=cfg.max_output_bytes,
+                                                confinement=confinement))
+    gitdir, entries = vet_repository(repo, roots, env)
     env |= {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)}
 
     path_args = list(paths)
@@ -68,70 +73,56 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         if not inside(real, [repo]) or "\x00" in path:
             raise UserError(f"path {path!r} is outside the repository; refused.")
     if op.network:
-        _check_remotes(cfg, entries, operation, positionals)
+        remotes.check(cfg.remotes, entries, operation, positionals, cfg.allow_force_push)
     if operation == "commit" and not any(o.startswith(("-m", "--message")) for o in options) and "--no-edit" not in options:
         raise UserError("commit needs a message: args=\"-m 'what changed'\" (there is no editor here).")
+    options = SUBMODULES_OFF.get(operation, []) + options
     if op.positional == "paths":
         argv = [operation, *options, "--", *positionals, *paths]
     else:
         argv = [operation, *options, *positionals] + (["--", *paths] if paths else [])
     return _finish(operation, repo, run_git(argv, cwd=repo, env=env, safe_dir=repo, timeout=cfg.timeout,
-                                            max_output=cfg.max_output_bytes))
+                                            max_output=cfg.max_output_bytes, confinement=confinement))
 
 
-def _protocols(remotes: list[str]) -> str:
-    allowed = ["https", "http", "ssh", "git"]
-    if any(r.startswith(("/", "file://", "./")) for r in remotes):
-        allowed.append("file")
-    return ":".join(allowed)
+def _confinement(cfg, roots: list[Path], hidden: list[Path], network: bool,
+                 push: bool) -> bubblewrap.Confinement | None:
+    """What git may reach in the sandbox: the roots; local remotes (read-only, writable for push); the server
+    user's ~/.ssh read-only for network operations (keys and known_hosts of ssh remotes)."""
+    if not bubblewrap.use(cfg.sandbox, "git"):
+        return None
+    local = [Path(os.path.realpath(r.removeprefix("file://"))) for r in cfg.remotes if r.startswith(("/", "file://"))]
+    writable, read_only = list(roots), []
+    if network:
+        (writable if push else read_only).extend(local)
+        read_only.append(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".ssh")  # where ssh looks, whatever HOME says
+    return bubblewrap.Confinement(writable=tuple(writable), read_only=tuple(read_only), hidden=tuple(hidden),
+                                  network=network)
 
 
-def _allowed(url: str, remotes: list[str]) -> bool:
-    return any(url.startswith(prefix) for prefix in remotes)
-
-
-def _check_remotes(cfg, entries, operation: str, positionals: list[str]) -> None:
-    if not cfg.remotes:
-        raise UserError(f"git {operation} needs a remote, and none is allowed: the operator lists allowed remote "
-                        "URL prefixes in [git] remotes.")
-    if positionals:
-        name = positionals[0]
-        urls = remote_urls(entries, name)
-        if not urls:
-            raise UserError(f"{name!r} is not a configured remote of this repository (git remote -v lists them); "
-                            "URLs cannot be given directly.")
-    else:
-        urls = remote_urls(entries)
-        if not urls:
-            raise UserError("this repository has no remote.")
-    for url in urls:
-        if not _allowed(url, cfg.remotes):
-            raise UserError(f"remote URL {url!r} is not allowed ([git] remotes: {', '.join(cfg.remotes)}).")
-    if operation == "push" and not cfg.allow_force_push:
-        for spec in positionals[1:]:
-            if spec.startswith("+"):
-                raise UserError(f"refspec {spec!r} forces the push; force push is off ([git] allow_force_push).")
-
-
-def _clone(cfg, roots, env, repo_path: str, clone_url: str, options: list[str]) -> dict:
+def _clone(cfg, roots, env, repo_path: str, clone_url: str, options: list[str],
+           confinement: bubblewrap.Confinement | None) -> dict:
     if not isinstance(clone_url, str) or not clone_url.strip():
         raise UserError("clone needs clone_url (the source) and repo_path (the new folder).")
     if clone_url.startswith("-") or "::" in clone_url or "\x00" in clone_url:
         raise UserError(f"clone_url {clone_url!r} is not a URL git_op accepts.")
-    if not cfg.remotes or not _allowed(clone_url, cfg.remotes):
+    if not cfg.remotes or not remotes.allowed(clone_url, cfg.remotes):
         raise UserError(f"clone_url {clone_url!r} is not an allowed remote ([git] remotes: "
-                        f"{', '.join(cfg.remotes) or 'none'}).")
+                        f"{', '.join(cfg.remotes) or 'none'}; URLs are compared after decoding %-escapes and "
+                        "applying '..').")
     dest = resolve_repo(repo_path, roots, must_exist=False)
     if dest.exists() and any(dest.iterdir()):
         raise UserError(f"{dest} exists and is not empty; clone into a new folder.")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    result = run_git(["clone", *options, "--", clone_url, str(dest)], cwd=dest.parent, env=env, safe_dir=dest,
-                     timeout=cfg.timeout, max_output=cfg.max_output_bytes)
+    root = next(r for r in roots if inside(dest, [r]))
+    if dest != root:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    result = run_git(["clone", *options, "--", clone_url, str(dest)], cwd=root, env=env, safe_dir=dest,
+                     timeout=cfg.timeout, max_output=cfg.max_output_bytes, confinement=confinement)
     return _finish("clone", dest, result)
 
 
 def _finish(operation: str, repo: Path, result: dict) -> dict:
-    if result["returncode"] != 0:
+    if result["returncode"] != 0 and not result.get("truncated"):
         message = (result["stderr"].strip() or result["stdout"].strip())[-2000:]
         raise UserError(f"git {operation} failed (exit {result['returncode']}): {message}")
     return {"operation": operation, "repo": str(repo), **result}

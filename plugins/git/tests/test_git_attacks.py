@@ -1,0 +1,248 @@
+"""Attacks through git_op with nothing but an agent's ordinary tool calls (issue 13), each refused, on real
+repositories through a real server. Grouped by attack class; every test fails on the code before the fix.
+"""
+
+import http.server
+import threading
+
+import pytest
+
+from persmem_core.testing import ToolCallError
+
+from gitfixtures import git
+
+
+def evil_filter(repo, marker):
+    """A filter driver that would write `marker` (as the server's user) whenever git cleans a file."""
+    git("config", "filter.evil.clean", f"sh -c 'id > {marker}; cat'", cwd=repo)
+
+
+def tracked_file_with_filter(repo):
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    (repo / "f.txt").write_text("data\n")
+
+
+# -- code execution through config files the vetting never read -----------------------------------------
+
+def test_commondir_pointing_at_another_repository_runs_nothing(op, roots):
+    outside = roots / "other" / "filtered"
+    git("init", "-q", str(outside))
+    marker = roots / "pwned-commondir"
+    evil_filter(outside, marker)
+    victim = roots / "ws" / "worktree-victim"
+    git("init", "-q", str(victim))
+    tracked_file_with_filter(victim)
+    (victim / ".git" / "commondir").write_text(str(outside / ".git") + "\n")
+    for operation, args in (("add", "f.txt"), ("status", ""), ("branch", "evil"), ("log", "")):
+        with pytest.raises(ToolCallError, match="commondir points to .*outside the git roots"):
+            op(operation, victim.name, args)
+    assert not marker.exists()
+    assert "evil" not in git("branch", "--list", cwd=outside)  # no branch made in the outside repository
+
+
+def test_commondir_inside_the_roots_is_vetted_like_the_repository(op, roots):
+    shared = roots / "ws" / "shared-common"
+    git("init", "-q", str(shared))
+    marker = roots / "pwned-commondir-inside"
+    evil_filter(shared, marker)
+    victim = roots / "ws" / "worktree-inside"
+    git("init", "-q", str(victim))
+    tracked_file_with_filter(victim)
+    (victim / ".git" / "commondir").write_text("../../shared-common/.git\n")
+    with pytest.raises(ToolCallError, match="sets filter.evil.clean"):
+        op("add", victim.name, "f.txt")
+    assert not marker.exists()
+
+
+def test_a_worktree_config_is_vetted(op, roots):
+    repo = roots / "ws" / "wtconfig"
+    git("init", "-q", str(repo))
+    tracked_file_with_filter(repo)
+    marker = roots / "pwned-worktree-config"
+    git("config", "extensions.worktreeConfig", "true", cwd=repo)
+    git("config", "--worktree", "filter.evil.clean", f"sh -c 'id > {marker}; cat'", cwd=repo)
+    with pytest.raises(ToolCallError, match=r"config\.worktree\) sets filter.evil.clean"):
+        op("add", repo.name, "f.txt")
+    assert not marker.exists()
+
+
+def _parent_with_nested(roots, name, marker):
+    """A parent repository that tracks an embedded repository whose own config runs a filter; its
+    .gitmodules asks git to look inside it (ignore = none overrides diff.ignoreSubmodules)."""
+    parent = roots / "ws" / name
+    git("init", "-q", str(parent))
+    nested = parent / "nested"
+    git("init", "-q", str(nested))
+    tracked_file_with_filter(nested)
+    git("add", "f.txt", ".gitattributes", cwd=nested)
+    git("commit", "-q", "-m", "nested", cwd=nested)
+    evil_filter(nested, marker)
+    (parent / "a.txt").write_text("a\n")
+    git("add", "a.txt", "nested", cwd=parent)
+    (parent / ".gitmodules").write_text('[submodule "nested"]\n\tpath = nested\n\turl = ./nested\n\tignore = none\n')
+    git("commit", "-q", "-m", "parent", cwd=parent)
+    (nested / "f.txt").touch()  # stat data changed: git would re-read (clean) the file to compare
+    return parent
+
+
+@pytest.mark.parametrize("operation,args", [("status", ""), ("diff", ""), ("add", "-A"), ("commit", "-a -m x")])
+def test_a_nested_repository_is_vetted_before_git_can_enter_it(op, roots, operation, args):
+    marker = roots / f"pwned-nested-{operation}"
+    parent = _parent_with_nested(roots, f"nest-{operation}", marker)
+    with pytest.raises(ToolCallError, match="nested repository nested .*sets filter.evil.clean"):
+        op(operation, parent.name, args)
+    assert not marker.exists()
+
+
+def test_a_clean_nested_repository_is_left_alone(op, roots):
+    parent = roots / "ws" / "nest-clean"
+    git("init", "-q", str(parent))
+    nested = parent / "lib"
+    git("init", "-q", str(nested))
+    (nested / "x.txt").write_text("x\n")
+    git("add", "x.txt", cwd=nested)
+    git("commit", "-q", "-m", "lib", cwd=nested)
+    git("add", "lib", cwd=parent)
+    git("commit", "-q", "-m", "with lib", cwd=parent)
+    (nested / "x.txt").write_text("changed inside the submodule\n")
+    status = op("status", parent.name, "--porcelain")["stdout"]
+    assert status == ""  # submodules are never entered, so their changes do not show
+
+
+@pytest.mark.parametrize("key,value", [
+    ("core.excludesFile", "/etc/passwd"),
+    ("blame.ignoreRevsFile", "../../other/revs"),
+    ("mailmap.file", "/etc/shadow"),
+    ("http.cookieFile", "/root/cookies.txt"),
+])
+def test_config_keys_naming_files_outside_the_roots_are_refused(op, roots, key, value):
+    repo = roots / "ws" / f"pathkey-{key.split('.')[1].lower()}"
+    git("init", "-q", str(repo))
+    git("config", key, value, cwd=repo)
+    with pytest.raises(ToolCallError, match=f"(?i)sets {key} .*outside the git roots"):
+        op("log", repo.name)
+
+
+def test_config_keys_naming_files_inside_the_repository_are_fine(op, roots):
+    repo = roots / "ws" / "pathkey-inside"
+    git("init", "-q", str(repo))
+    git("config", "blame.ignoreRevsFile", ".git-blame-ignore-revs", cwd=repo)
+    assert op("status", repo.name)["returncode"] == 0
+
+
+# -- reading another repository through alternates -------------------------------------------------------
+
+def test_alternates_pointing_outside_are_refused(op, roots):
+    outside = roots / "other" / "private"
+    git("init", "-q", str(outside))
+    (outside / "secret.txt").write_text("outside secret\n")
+    git("add", "secret.txt", cwd=outside)
+    git("commit", "-q", "-m", "secret", cwd=outside)
+    blob = git("rev-parse", "HEAD:secret.txt", cwd=outside).strip()
+    victim = roots / "ws" / "borrower"
+    git("init", "-q", str(victim))
+    (victim / ".git" / "objects" / "info" / "alternates").write_text(str(outside / ".git" / "objects") + "\n")
+    with pytest.raises(ToolCallError, match="alternates points to .*outside the git roots"):
+        op("show", victim.name, blob)
+
+
+def test_chained_alternates_are_followed(op, roots):
+    outside = roots / "other" / "chain-end"
+    git("init", "-q", str(outside))
+    middle = roots / "ws" / "chain-middle"
+    git("init", "-q", str(middle))
+    (middle / ".git" / "objects" / "info" / "alternates").write_text(str(outside / ".git" / "objects") + "\n")
+    victim = roots / "ws" / "chain-start"
+    git("init", "-q", str(victim))
+    (victim / ".git" / "objects" / "info" / "alternates").write_text("../../../chain-middle/.git/objects\n")
+    with pytest.raises(ToolCallError, match="chain-middle/.git/objects/info/alternates points to"):
+        op("log", victim.name)
+
+
+# -- leaving the allowed remotes -------------------------------------------------------------------------
+
+def _seeded_remote(roots, name):
+    bare = roots / "remotes" / f"{name}.git"
+    git("init", "-q", "--bare", "-b", "main", str(bare))
+    seed = roots / "other" / f"seed-{name}"
+    git("clone", "-q", str(bare), str(seed))
+    (seed / "x.txt").write_text("x\n")
+    git("add", "x.txt", cwd=seed)
+    git("commit", "-q", "-m", "seed", cwd=seed)
+    git("push", "-q", "origin", "HEAD:main", cwd=seed)
+    return bare, seed
+
+
+@pytest.mark.parametrize("escape", ["{remotes}/../other/{seed}", "{remotes}/%2e%2e/other/{seed}",
+                                    "{remotes}/%2E%2E/other/{seed}", "{remotes}/x/../../other/{seed}",
+                                    "{remotes}/%252e%252e/other/{seed}", "{remotes}-evil/x"])
+def test_clone_urls_cannot_climb_out_of_an_allowed_prefix(op, roots, escape):
+    _, seed = _seeded_remote(roots, f"climb{abs(hash(escape)) % 10_000}")
+    url = escape.format(remotes=roots / "remotes", seed=seed.name)
+    with pytest.raises(ToolCallError, match="not an allowed remote|percent-encoded twice"):
+        op("clone", f"climbed-{abs(hash(escape)) % 10_000}", clone_url=url)
+
+
+def test_a_configured_remote_with_dot_segments_is_refused(op, roots):
+    bare, seed = _seeded_remote(roots, "dots")
+    op("clone", "dots-clone", clone_url=str(bare))
+    clone = roots / "ws" / "dots-clone"
+    git("remote", "set-url", "origin", f"{roots / 'remotes'}/../other/{seed.name}", cwd=clone)
+    with pytest.raises(ToolCallError, match="is not allowed"):
+        op("fetch", "dots-clone", "origin")
+
+
+def test_a_branch_whose_remote_is_a_path_is_refused(op, roots):
+    bare, seed = _seeded_remote(roots, "branchremote")
+    op("clone", "branchremote-clone", clone_url=str(bare))
+    clone = roots / "ws" / "branchremote-clone"
+    git("config", "branch.main.remote", str(seed), cwd=clone)  # pull would fetch from here, not from origin
+    with pytest.raises(ToolCallError, match="branch.main.remote .*not one of its remotes"):
+        op("pull", "branchremote-clone", "--ff-only")
+
+
+class _Redirector(http.server.BaseHTTPRequestHandler):
+    hits: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - the http.server API
+        self.hits.append(self.path)
+        if self.path.startswith("/allowed/"):
+            self.send_response(302)
+            self.send_header("Location", self.path.replace("/allowed/", "/elsewhere/", 1))
+            self.end_headers()
+        else:
+            self.send_response(404)
+            self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_http_redirects_out_of_the_allowed_prefix_are_not_followed(tmp_path, persmem_server):
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirector)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{web.server_address[1]}"
+    (tmp_path / "ws").mkdir()
+    server = persmem_server(agents=["kite"], config={"git": {"roots": [str(tmp_path / "ws")],
+                                                             "remotes": [f"{base}/allowed/"]}},
+                            env={"PERSMEM_DISABLE_PLUGINS": "memory_hnsw,amq_maildir,shell,searxng,dashboard"})
+    try:
+        with pytest.raises(ToolCallError, match="git clone failed"):
+            server.call_tool("git_op", {"operation": "clone", "repo_path": "r", "clone_url": f"{base}/allowed/r.git"},
+                             agent="kite")
+    finally:
+        web.shutdown()
+    assert any(hit.startswith("/allowed/") for hit in _Redirector.hits)
+    assert not any(hit.startswith("/elsewhere/") for hit in _Redirector.hits)
+
+
+# -- limits ----------------------------------------------------------------------------------------------
+
+def test_huge_output_is_cut_not_an_error(op, roots):
+    repo = roots / "ws" / "big-log"
+    git("init", "-q", str(repo))
+    (repo / "big.txt").write_text("line\n" * 200_000)
+    git("add", "big.txt", cwd=repo)
+    git("commit", "-q", "-m", "big", cwd=repo)
+    result = op("show", repo.name, "HEAD")
+    assert result["truncated"] and len(result["stdout"]) <= 512_000 and "narrow it" in result["note"]
