@@ -1,5 +1,6 @@
-"""The dashboard's Litestar app: login with an agent's token, a server-side session, CSRF on every form,
-security headers on every answer, and one page (plus optional event stream and script) per panel.
+"""The dashboard's Litestar app: login with an agent's token, a server-side session (sessions.py), CSRF on
+every form, security headers on every answer (errors included), and one page (plus optional event stream, ended
+with its login by streams.py, and script) per panel.
 
 Mounted inside `persmem serve` at [dashboard] prefix (the host passes it through without agent auth: this
 app checks its own session), or served alone by `persmem dashboard`."""
@@ -20,9 +21,9 @@ import anyio
 from jinja2 import ChoiceLoader, DictLoader, Environment, PackageLoader, select_autoescape
 from litestar import Litestar, Request, Response, get, post
 from litestar.config.csrf import CSRFConfig
-from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.datastructures import MutableScopeHeaders
 from litestar.exceptions import NotAuthorizedException, NotFoundException
-from litestar.middleware.session.server_side import ServerSideSessionConfig
+from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Redirect, ServerSentEvent, Template
 from litestar.response.sse import ServerSentEventMessage
 from litestar.static_files import create_static_files_router
@@ -34,6 +35,8 @@ from persmem_core.fileio import atomic_write_bytes
 
 from .charts import chart
 from .panels import Panel, View, collect_panels
+from .sessions import LoginSessionConfig
+from .streams import ends_with_the_login, is_active
 
 log = logging.getLogger("persmem.dashboard")
 
@@ -71,6 +74,11 @@ def build_dashboard(host, base: str) -> Litestar:
     panels, problems = collect_panels(host)
     by_id = {p.id: p for p in panels}
     secure = (host.config.server.public_url or "").startswith("https://")
+    sessions = folder / "sessions"
+    sessions.mkdir(mode=0o700, exist_ok=True)
+    session_config = LoginSessionConfig(key="persmem_session", max_age=max(1, round(cfg.session_hours * 3600)),
+                                        path=base or "/", secure=secure, httponly=True, samesite="strict",
+                                        store="sessions")
 
     env = Environment(loader=ChoiceLoader([DictLoader({f"panels/{p.id}.html": p.template for p in panels}),
                                            PackageLoader("persmem_dashboard", "templates")]),
@@ -80,7 +88,10 @@ def build_dashboard(host, base: str) -> Litestar:
 
     def agent_of(request: Request) -> str:
         agent = request.session.get("agent") if request.session else None
-        if not agent or agent not in host.agents.names():  # a revoked agent's session ends at once
+        if agent and not is_active(host, agent):  # revoked: the session ends at once and is deleted
+            request.clear_session()  # (so adding the agent again later does not revive it)
+            agent = None
+        if not agent:
             raise NotAuthorizedException("log in first")
         return agent
 
@@ -107,7 +118,7 @@ def build_dashboard(host, base: str) -> Litestar:
             await asyncio.sleep(0.5)  # slow down guessing
             return page(request, "login.html", status=401, agent=None,
                         error="That token is not valid for the dashboard.")
-        request.set_session({"agent": agent, "since": time.time()})
+        request.set_session({"agent": agent, "since": time.time()})  # stored under a new id (sessions.py)
         log.info("dashboard: %s logged in", agent)
         return Redirect(f"{base}/")
 
@@ -140,7 +151,7 @@ def build_dashboard(host, base: str) -> Litestar:
             data, error = {}, f"this panel failed (log reference {ref})"
         return page(request, "panel.html", panel=panel, data=data, view=view, error=error, agent=view.agent)
 
-    @get("/{panel_id:str}/events", name="events")
+    @get("/{panel_id:str}/events", name="events", middleware=[ends_with_the_login(host, session_config)])
     async def events(request: Request, panel_id: str) -> ServerSentEvent:
         panel = panel_or_404(panel_id)
         if panel.events is None:
@@ -149,6 +160,8 @@ def build_dashboard(host, base: str) -> Litestar:
 
         async def stream():
             async for item in panel.events(view):
+                if not is_active(host, view.agent):  # written after the revocation: never sent
+                    return
                 yield ServerSentEventMessage(data=item.get("data", ""), event=item.get("event"), id=item.get("id"))
 
         return ServerSentEvent(stream(), headers={"X-Accel-Buffering": "no"})
@@ -169,9 +182,12 @@ def build_dashboard(host, base: str) -> Litestar:
     def not_found(request: Request, exc: Exception) -> Response:
         return Response(f"Not found: {exc}", status_code=404, media_type="text/plain")
 
-    async def headers(response: Response) -> Response:
-        response.headers.update(SECURITY_HEADERS)
-        return response
+    async def security_headers(message, scope) -> None:
+        # on the ASGI message, not the Response: error answers (401, 404, 405, CSRF's 403) never pass after_request
+        if message["type"] == "http.response.start":
+            headers = MutableScopeHeaders.from_message(message)
+            for name, value in SECURITY_HEADERS.items():
+                headers[name] = value
 
     static_dir = Path(str(resources.files("persmem_dashboard") / "static"))
     return Litestar(
@@ -180,12 +196,10 @@ def build_dashboard(host, base: str) -> Litestar:
         template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(env)),
         csrf_config=CSRFConfig(secret=secret, cookie_path=base or "/", cookie_secure=secure, cookie_httponly=True,
                                cookie_samesite="strict", cookie_name="persmem_csrf"),
-        middleware=[ServerSideSessionConfig(key="persmem_session", max_age=int(cfg.session_hours * 3600),
-                                            path=base or "/", secure=secure, httponly=True, samesite="strict",
-                                            store="sessions").middleware],
-        stores={"sessions": FileStore(folder / "sessions")},
+        middleware=[session_config.middleware],
+        stores={"sessions": FileStore(sessions)},
         exception_handlers={NotAuthorizedException: to_login, NotFoundException: not_found},
-        after_request=headers,
+        before_send=[security_headers],
         debug=False,
         logging_config=None,
     )

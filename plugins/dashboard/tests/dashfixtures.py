@@ -1,17 +1,29 @@
-"""Helpers for the browser tests: log in, save a screenshot."""
+"""Helpers for the dashboard tests: log in (in Chromium or over plain HTTP), save a screenshot, call a tool."""
 
 from pathlib import Path
 
 ARTIFACTS = Path(__file__).parents[3] / "test-artifacts" / "dashboard"
 
 
-def login(page, server, agent="kite"):
+def login(page, server, agent="kite", landing="overview"):
     base = server.url.replace("/mcp", "/dashboard")
     page.goto(base + "/login")
     page.fill("#token", server.tokens[agent])
     page.click("button[type=submit]")
-    page.wait_for_url(base + "/overview")
+    page.wait_for_url(f"{base}/{landing}")
     return base
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token of the first form on a dashboard page."""
+    return html.split('name="_csrf_token" value="', 1)[1].split('"', 1)[0]
+
+
+def http_login(client, server, agent):
+    """Log in with plain HTTP as the login form does: GET the form (CSRF cookie and token), POST the token."""
+    base = server.url.replace("/mcp", "/dashboard")
+    form = client.get(base + "/login")
+    return client.post(base + "/login", data={"token": server.tokens[agent], "_csrf_token": csrf_of(form.text)})
 
 
 def shot(page, name):

@@ -8,6 +8,7 @@ import httpx2
 
 from persmem_core.agents import AgentStore
 from persmem_core.testing import clean_env, free_port
+from persmem_dashboard.app import SECURITY_HEADERS
 
 
 def test_persmem_dashboard_serves_alone(tmp_path):
@@ -28,7 +29,9 @@ def test_persmem_dashboard_serves_alone(tmp_path):
                 assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read() if proc.poll() else ""
                 time.sleep(0.2)
         assert login.status_code == 200 and "Log in" in login.text
-        assert httpx2.get(f"{base}/mcp", timeout=5).status_code == 404  # no MCP here
+        no_mcp = httpx2.get(f"{base}/mcp", timeout=5)
+        assert no_mcp.status_code == 404  # no MCP here, and its 404 still carries the dashboard's headers
+        assert all(no_mcp.headers[name] == value for name, value in SECURITY_HEADERS.items())
         with httpx2.Client(base_url=base, timeout=10) as client:
             page = client.get("/login")
             csrf = page.text.split('name="_csrf_token" value="', 1)[1].split('"', 1)[0]
