@@ -17,5 +17,8 @@ class DashboardConfig(ConfigSection):
         Meta(description="Agents whose token may log in (empty: every agent). Log in with the token "
                          "`persmem agent add NAME` printed."),
     ] = []
-    session_hours: Annotated[float, Meta(gt=0, description="How long a login lasts.")] = 12.0
+    session_hours: Annotated[
+        float, Meta(gt=0, description="How long a login lasts, counted from the login (using the dashboard does "
+                                      "not extend it).")
+    ] = 12.0
     title: str = "persmem"
