@@ -2,17 +2,40 @@
 
 A refusal names the rule that refused, so the assistant (and the operator reading the log) knows why and
 what to change.
+
+Besides the operator's rules, some knowledge of programs always applies, whatever the allowlist says:
+options that make a program open files whose names it reads from another file (`sort --files0-from=LIST`,
+`file -f LIST`, `sha256sum -c SUMS`) are refused, because no check of the command line can see those names;
+and `diff` never follows symbolic links (`--no-dereference` is added), so a link that came in with a clone
+cannot take `diff -r` outside the workspace.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from persmem_core import UserError
 
 from .config import CommandRule
 from .sandbox import Sandbox
+
+
+# Options that read the names of further files to open from a file (or stdin), per program.
+NAMES_FROM_FILE: dict[str, tuple[str, ...]] = {
+    "sort": ("--files0-from",), "wc": ("--files0-from",), "du": ("--files0-from",),
+    "find": ("-files0-from",), "file": ("-f", "--files-from"),
+    "sha1sum": ("-c", "--check"), "sha224sum": ("-c", "--check"), "sha256sum": ("-c", "--check"),
+    "sha384sum": ("-c", "--check"), "sha512sum": ("-c", "--check"), "md5sum": ("-c", "--check"),
+    "b2sum": ("-c", "--check"), "cksum": ("-c", "--check"),
+    "tar": ("-T", "--files-from"), "cpio": ("-E", "--pattern-file"), "rsync": ("--files-from",),
+    "xargs": ("-a", "--arg-file"), "zip": ("-@", "--names-stdin"), "ctags": ("-L",), "tree": ("--fromfile",),
+}
+# Options added to every call of a program so it cannot leave the workspace through a link.
+FORCED_OPTIONS: dict[str, tuple[str, ...]] = {"diff": ("--no-dereference",)}
+MAX_ARG_BYTES = 131_072  # Linux refuses one argument longer than this (MAX_ARG_STRLEN): E2BIG
+MAX_ARGV_BYTES = 1_000_000  # well under the kernel's total for arguments and environment
 
 
 def _denied(arg: str, denied: str) -> bool:
@@ -52,22 +75,56 @@ def judge(argv: list[str], rules: dict[str, CommandRule]) -> CommandRule:
             if _denied(arg, denied):
                 raise UserError(f"{program} {arg!r} is refused: the rule for {program} denies {denied} "
                                 "(it can run other programs, write files or leave the workspace).")
+        for denied in NAMES_FROM_FILE.get(program, ()):
+            if _denied(arg, denied):
+                raise UserError(f"{program} {arg!r} is refused: {denied} makes {program} open files named inside "
+                                "another file, which the workspace check cannot see. Name the files as arguments "
+                                "instead.")
     return rule
 
 
+def with_forced_options(argv: list[str]) -> list[str]:
+    """`argv` with the options every call of its program gets (diff --no-dereference)."""
+    forced = [opt for opt in FORCED_OPTIONS.get(argv[0], ()) if opt not in argv]
+    return [argv[0], *forced, *argv[1:]] if forced else argv
+
+
+def check_size(argv: list[str]) -> None:
+    """Refuse what the kernel would refuse with E2BIG, with the limit and the way around it."""
+    for i, arg in enumerate(argv):
+        size = len(arg.encode("utf-8", "surrogateescape"))
+        if size > MAX_ARG_BYTES:
+            raise UserError(f"argument {i} is {size:,} bytes; Linux accepts at most {MAX_ARG_BYTES:,} bytes per "
+                            "argument. Write long text to a file (file_write) and pass the file's name.")
+    total = sum(len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in argv)
+    if total > MAX_ARGV_BYTES:
+        raise UserError(f"the command is {total:,} bytes long; at most {MAX_ARGV_BYTES:,}. Write long input to a "
+                        "file (file_write) and pass the file's name.")
+
+
 def check_paths(argv: list[str], sandbox: Sandbox, cwd: Path) -> None:
-    """Every argument that names a path (absolute, with '..', or existing here) must resolve inside the
-    workspace; so must a path attached to an option (--file=/x, -f/x)."""
+    """Every argument that may name a path (with a '/', '..', or existing here) must resolve inside the
+    workspace, symlinks followed, also through a folder that does not exist yet (`sub/new` where `sub` links
+    outside); so must a path attached to an option (--file=/x, -f/x). A path to a device, FIFO or socket is
+    refused: reading one never ends (/dev/zero) or waits forever."""
     for arg in argv[1:]:
         if arg.startswith("-"):  # a path may hide in an option's value: --file=/x, -f/x
             value = arg.split("=", 1)[1] if "=" in arg else "" if arg.startswith("--") else arg[2:]
             candidates = [value] if "/" in value or ".." in value or value.startswith("~") else []
         else:
-            candidates = [arg] if (os.path.isabs(arg) or ".." in arg.split("/") or arg.startswith("~")
+            candidates = [arg] if ("/" in arg or arg == ".." or arg.startswith("~")
                                    or os.path.lexists(cwd / arg)) else []
         for candidate in candidates:
             if candidate.startswith("~"):
                 raise UserError(f"{arg!r}: '~' is not expanded (there is no shell); use a path in the workspace.")
-            if "\x00" in candidate or not sandbox.contains(Path(os.path.realpath(cwd / candidate))):
+            real = Path(os.path.realpath(cwd / candidate))
+            if "\x00" in candidate or not sandbox.contains(real):
                 raise UserError(f"argument {arg!r} points outside the workspace ({sandbox.describe()}); "
                                 "refused (rule: paths must stay in the workspace, symlinks followed).")
+            try:
+                mode = os.stat(real).st_mode
+            except OSError:
+                continue  # does not exist (yet): nothing to read
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise UserError(f"argument {arg!r} is a device, FIFO or socket, not a file or folder; refused "
+                                "(reading one may never end).")

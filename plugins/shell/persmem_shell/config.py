@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -26,7 +26,7 @@ class CommandRule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 # A developer box's read-mostly commands. None of them can run another program with these options denied.
 DEFAULT_ALLOW: dict[str, CommandRule] = {
-    "ls": CommandRule(), "cat": CommandRule(), "head": CommandRule(), "tail": CommandRule(deny=["-f", "--follow", "-F"]),
+    "ls": CommandRule(deny=["-L", "--dereference"]), "cat": CommandRule(), "head": CommandRule(), "tail": CommandRule(deny=["-f", "--follow", "-F"]),
     "wc": CommandRule(), "pwd": CommandRule(), "echo": CommandRule(), "date": CommandRule(deny=["-s", "--set", "-f", "--file"]),
     "du": CommandRule(deny=["-L", "--dereference"]), "df": CommandRule(), "stat": CommandRule(),
     "file": CommandRule(deny=["-m", "--magic-file", "-C", "--compile"]), "tree": CommandRule(deny=["-o", "-l"]), "uname": CommandRule(), "whoami": CommandRule(), "which": CommandRule(),
@@ -65,6 +65,24 @@ class ShellConfig(ConfigSection):
     ] = 256_000
     max_read_bytes: Annotated[int, Meta(ge=1024, description="file_read refuses larger files without a line range.")] = 2_000_000
     max_write_bytes: Annotated[int, Meta(ge=1024, description="Largest content file_write accepts.")] = 5_000_000
+    sandbox: Annotated[
+        Literal["auto", "required", "off"],
+        Meta(description="Run every command in an OS sandbox (bubblewrap): it sees only the workspace, "
+                         "read-only system folders, a private /tmp and /proc, no network and no persmem data. "
+                         "auto: when bwrap works here (else a `persmem doctor` WARN); required: refuse to run "
+                         "without it; off: never."),
+    ] = "auto"
+    sandbox_read_only: Annotated[
+        list[str],
+        Meta(description="Extra folders the sandbox shows read-only, for allowed programs installed outside "
+                         "/usr (e.g. /opt/node)."),
+    ] = []
+    tmp_max_bytes: Annotated[
+        int, Meta(ge=1_048_576, description="Size of a command's private /tmp (TMPDIR), removed when it ends.")
+    ] = 256 * 1024 * 1024
+    max_concurrent_per_agent: Annotated[
+        int, Meta(ge=1, description="Commands one agent may run at once; more are refused until one ends.")
+    ] = 4
 
     def effective_allow(self) -> dict[str, CommandRule]:
         return {**(self.allow or DEFAULT_ALLOW), **self.extra_allow}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -54,23 +56,36 @@ def write(sandbox: Sandbox, path: str, content: str, mkdir: bool, max_bytes: int
     if len(data) > max_bytes:
         raise UserError(f"content is {len(data):,} bytes, over the {max_bytes:,} byte limit ([shell] max_write_bytes).")
     target = sandbox.for_write(path)
-    if not target.parent.is_dir():
-        if not mkdir:
-            raise UserError(f"folder {target.parent} does not exist; pass mkdir=true to create it.")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target = sandbox.for_write(path)  # re-check now that the folders exist
-    if target.is_dir() and not target.is_symlink():
-        raise UserError(f"{path!r} is a folder; give a file name.")
-    existed = os.path.lexists(target)
-    mode = os.lstat(target).st_mode & 0o777 if existed and not target.is_symlink() else 0o644
-    _atomic_replace(target, data, mode)
+    with _clear_os_errors(path):
+        if not target.parent.is_dir():
+            if not mkdir:
+                raise UserError(f"folder {target.parent} does not exist; pass mkdir=true to create it.")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target = sandbox.for_write(path)  # re-check now that the folders exist
+        if target.is_dir() and not target.is_symlink():
+            raise UserError(f"{path!r} is a folder; give a file name.")
+        existed = os.path.lexists(target)
+        mode = os.lstat(target).st_mode & 0o777 if existed and not target.is_symlink() else 0o644
+        _atomic_replace(target, data, mode)
     return {"status": "written", "path": str(target), "bytes": len(data), "created": not existed}
+
+
+@contextlib.contextmanager
+def _clear_os_errors(path: str):
+    """What the file system refuses (disk full, read-only, a file where a folder should be...) becomes a
+    message naming the path and the reason; nothing half-written stays behind (writes are atomic)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+                  errno.EROFS: "the file system is read-only"}.get(exc.errno, exc.strerror or str(exc))
+        raise UserError(f"cannot write {path!r}: {reason}; nothing was changed.") from None
 
 
 def _atomic_replace(target: Path, data: bytes, mode: int) -> None:
     """Write a temp file beside the target, fsync, rename over the target name (a symlink there is replaced,
     not followed), fsync the folder."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".persmem-", suffix=".tmp")  # short: any name fits
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -106,7 +121,8 @@ def patch(sandbox: Sandbox, path: str, old_text: str, new_text: str, max_bytes: 
                         "lines so it matches exactly once.")
     updated = text.replace(old_text, new_text, 1)
     target = sandbox.for_write(path)
-    _atomic_replace(target, updated.encode("utf-8"), os.stat(real).st_mode & 0o777)
+    with _clear_os_errors(path):
+        _atomic_replace(target, updated.encode("utf-8"), os.stat(real).st_mode & 0o777)
     line = text[: text.index(old_text)].count("\n") + 1
     return {"status": "patched", "path": str(target), "line": line,
             "diff": "".join(difflib.unified_diff(text.splitlines(True), updated.splitlines(True),

@@ -22,7 +22,7 @@ def workspace(host) -> Workspace:
 
     config = host.section("shell")
     roots = [Path(r).expanduser() for r in config.roots] or [host.data_dir("workspace")]
-    return Workspace(config, Sandbox(roots))
+    return Workspace(config, Sandbox(roots, hidden=[host.home, host.config_path]))
 
 
 @hookimpl
@@ -31,17 +31,19 @@ def register_config(register):
 
 
 @hookimpl
-def register_tools(register):
-    from .tools import ALL_TOOLS
+def register_tools(register, host):
+    from .tools import ALL_TOOLS, shell_exec
 
+    limit = host.section("shell").max_concurrent_per_agent
     for tool in ALL_TOOLS:
-        register(tool)
+        register(tool, max_concurrent_per_agent=limit if tool is shell_exec else None)
 
 
 @hookimpl
 def doctor(host):
     import shutil
 
+    from persmem_core import bubblewrap
     from persmem_core.doctor import fail, pass_, warn
 
     ws = workspace(host)
@@ -55,6 +57,12 @@ def doctor(host):
         text = name + (f" ({'/'.join(rule.subcommands)})" if rule.subcommands else "")
         described.append(text + (f" -deny {' '.join(rule.deny)}" if rule.deny else ""))
     checks.append(pass_("shell allowlist", "; ".join(described)))
+    checks.append(bubblewrap.doctor_line(ws.config.sandbox, "shell"))
+    exposed = [str(root) for root in ws.sandbox.roots if Path(host.home).resolve().is_relative_to(root)]
+    if exposed:
+        checks.append(warn("shell workspace", f"{', '.join(exposed)} contains the persmem data folder "
+                                              f"{host.home}; the tools keep out of it, but a workspace beside "
+                                              "the data is safer"))
     missing = [name for name in rules if shutil.which(name, path="/usr/local/bin:/usr/bin:/bin") is None]
     if missing:
         checks.append(warn("shell allowlist", f"allowed but not installed: {', '.join(sorted(missing))}"))

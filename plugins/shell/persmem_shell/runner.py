@@ -1,19 +1,26 @@
-"""Running an argv without a shell: minimal environment, stdin closed, time limit, output cap, and the
-whole process group killed when the time is up or the output too long."""
+"""Running an allowed argv: a minimal environment, a private TMPDIR, a lower CPU priority; the time limit,
+output cap and process-group kill are persmem_core.children's.
+
+With a `Confinement`, the command runs inside bubblewrap (persmem_core.bubblewrap) with its own /tmp;
+without one, its TMPDIR is a fresh folder in the workspace, removed when the command ends (kill included).
+Commands run at a lower CPU priority (nice 10), so a busy command does not slow the server's other work.
+"""
 
 from __future__ import annotations
 
-import os
-import selectors
+import contextlib
+import secrets
 import shutil
-import signal
-import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from persmem_core import UserError
+from persmem_core import UserError, bubblewrap
+from persmem_core.children import run_capped
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+TMP_FOLDER = ".persmem-tmp"  # per-command TMPDIRs when there is no OS sandbox
+NICE = ("nice", "-n", "10")
 
 
 def child_env(home: Path) -> dict[str, str]:
@@ -22,61 +29,48 @@ def child_env(home: Path) -> dict[str, str]:
             "PAGER": "cat", "GIT_PAGER": "cat", "NO_COLOR": "1"}
 
 
-def run(argv: list[str], cwd: Path, home: Path, timeout: float, max_output: int) -> dict:
-    env = child_env(home)
-    exe = shutil.which(argv[0], path=env["PATH"])
-    if exe is None:
-        raise UserError(f"{argv[0]!r} is allowed but not installed on this machine.")
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, executable=exe, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-    buffers = {"stdout": bytearray(), "stderr": bytearray()}
-    timed_out = truncated = False
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
-        sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
-        deadline = start + timeout
-        while sel.get_map() and not (timed_out or truncated):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(min(left, 0.5)):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                buf = buffers[key.data]
-                room = max_output - len(buf)
-                buf += chunk[:room]
-                truncated = truncated or len(chunk) > room
-    if not (timed_out or truncated):  # output closed: give the command the rest of its time to exit
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    _kill_group(proc)  # stops the command if still running, and anything it left in the background
+@contextlib.contextmanager
+def private_tmp(workspace: Path, max_age: float) -> Iterator[Path]:
+    """A fresh TMPDIR inside the workspace, removed afterwards; leftovers of a server killed mid-command
+    (older than `max_age` seconds) are removed too."""
+    parent = workspace / TMP_FOLDER
+    parent.mkdir(mode=0o700, exist_ok=True)
+    now = time.time()
+    for old in parent.iterdir():
+        with contextlib.suppress(OSError):
+            if now - old.lstat().st_mtime > max_age:
+                shutil.rmtree(old, ignore_errors=True)
+    folder = parent / secrets.token_hex(8)
+    folder.mkdir(mode=0o700)
     try:
-        returncode = proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        returncode = None
-    proc.stdout.close()
-    proc.stderr.close()
-    result = {"command": argv, "returncode": returncode,
-              "stdout": buffers["stdout"].decode("utf-8", "replace"),
-              "stderr": buffers["stderr"].decode("utf-8", "replace"),
-              "duration_ms": round((time.monotonic() - start) * 1000, 1)}
-    if timed_out:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(argv: list[str], cwd: Path, home: Path, timeout: float, max_output: int,
+        confinement: bubblewrap.Confinement | None = None) -> dict:
+    env = child_env(home)
+    if shutil.which(argv[0], path=env["PATH"]) is None:
+        raise UserError(f"{argv[0]!r} is allowed but not installed on this machine.")
+    if confinement is not None:
+        return _run(bubblewrap.command([*NICE, *argv], confinement, cwd), argv, cwd, env | {"TMPDIR": "/tmp"},
+                    timeout, max_output)
+    with private_tmp(home, max_age=timeout + 3600) as tmp:
+        return _run([*NICE, *argv], argv, cwd, env | {"TMPDIR": str(tmp)}, timeout, max_output)
+
+
+def _run(command: list[str], argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
+         max_output: int) -> dict:
+    done = run_capped(command, cwd=cwd, env=env, timeout=timeout, max_output=max_output)
+    result = {"command": argv, "returncode": done.returncode,
+              "stdout": done.stdout.decode("utf-8", "replace"),
+              "stderr": done.stderr.decode("utf-8", "replace"),
+              "duration_ms": round(done.duration * 1000, 1)}
+    if done.timed_out:
         result |= {"timed_out": True,
                    "note": f"stopped at the {timeout:g} s time limit; the whole process group was killed"}
-    if truncated:
+    if done.truncated:
         result |= {"truncated": True,
                    "note": f"output cut at {max_output:,} bytes and the command stopped; narrow it (head, grep -m)"}
     return result
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

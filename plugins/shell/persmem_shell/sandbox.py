@@ -3,6 +3,9 @@
 A path is inside the workspace when its fully resolved form (every symlink followed, `..` applied) is one
 of the roots or below one, compared component by component: root `/ws` does not contain `/ws-evil/x`.
 Writes resolve the parent folder only and then replace the final name, so they never follow a symlink.
+
+Some places are never inside the workspace, even under a root: the persmem home (agents, mail, memories)
+and the config file. A root inside the home (the default, <home>/workspace) is still a workspace.
 """
 
 from __future__ import annotations
@@ -13,10 +16,18 @@ from pathlib import Path
 
 from persmem_core import UserError
 
+NAME_MAX = 255  # bytes in one path component (Linux)
+PATH_MAX = 4095  # bytes in a whole path
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
 
 class Sandbox:
-    def __init__(self, roots: list[Path]):
+    def __init__(self, roots: list[Path], hidden: list[Path] = ()):
         self.roots = [Path(os.path.realpath(r)) for r in roots]
+        self.hidden = [Path(os.path.realpath(h)) for h in hidden]
 
     @property
     def home(self) -> Path:
@@ -26,7 +37,9 @@ class Sandbox:
         return ", ".join(str(r) for r in self.roots)
 
     def contains(self, real: Path) -> bool:
-        return any(real == root or real.is_relative_to(root) for root in self.roots)
+        """`real` is under a root, and not in a hidden place that lies inside that root."""
+        return any(_inside(real, root) and not any(_inside(real, h) and _inside(h, root) for h in self.hidden)
+                   for root in self.roots)
 
     def lexical(self, path: str, base: Path | None = None) -> Path:
         """The path joined to `base` (default: the first root) and normalized, symlinks not followed."""
@@ -38,12 +51,14 @@ class Sandbox:
             raise UserError(f"path is empty; pass a path inside the workspace ({self.describe()}).")
         if path.startswith("~"):
             raise UserError(f"{path!r}: '~' is not expanded; pass a path inside the workspace ({self.describe()}).")
+        check_length(path)
         joined = Path(path) if os.path.isabs(path) else (base or self.home) / path
         return Path(os.path.normpath(joined))
 
     def _outside(self, path: str) -> UserError:
         return UserError(f"{path!r} is outside the workspace; allowed folders: {self.describe()} "
-                         "(symbolic links are followed before this check).")
+                         "(symbolic links are followed before this check; persmem's own data folder is never "
+                         "part of the workspace).")
 
     def resolve(self, path: str, base: Path | None = None) -> Path:
         """For reading and for commands: the real path, which must be inside a root."""
@@ -83,3 +98,14 @@ class Sandbox:
             kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
             raise UserError(f"{path!r} is {kind}, not a regular file; refused.")
         return fd, real
+
+
+def check_length(path: str) -> None:
+    """Refuse names the file system would refuse (ENAMETOOLONG), naming the limit."""
+    encoded = path.encode("utf-8", "surrogateescape")
+    if len(encoded) > PATH_MAX:
+        raise UserError(f"path is {len(encoded):,} bytes long; the limit is {PATH_MAX:,} bytes. Use a shorter path.")
+    for part in encoded.split(b"/"):
+        if len(part) > NAME_MAX:
+            raise UserError(f"a name in the path is {len(part)} bytes long ({part[:40].decode('utf-8', 'replace')}"
+                            f"...); file names are at most {NAME_MAX} bytes. Use a shorter name.")

@@ -7,11 +7,12 @@ allowlist). Paths may be relative (to the first root) or absolute inside a root.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
-from persmem_core import CallContext, UserError
+from persmem_core import CallContext, UserError, bubblewrap
 
 from . import files
-from .allowlist import check_paths, judge
+from .allowlist import check_paths, check_size, judge, with_forced_options
 from .runner import run
 
 
@@ -28,7 +29,9 @@ def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallC
     redirections and globs are NOT interpreted: they reach the program as plain text. Only programs in the
     allowlist run, and options that could run other programs or leave the workspace are refused with the rule
     that refused them. `workdir` is a folder inside the workspace ("" = the workspace root).
-    `timeout` is in seconds (the operator sets the maximum). Returns stdout, stderr, returncode."""
+    `timeout` is in seconds (the operator sets the maximum). Where the machine allows it, the command runs in
+    an OS sandbox: it sees only the workspace, read-only system folders and its own empty /tmp, and has no
+    network. Returns stdout, stderr, returncode and whether it was sandboxed."""
     ws = _ws(call)
     config = ws.config
     if not isinstance(command, str) or not command.strip():
@@ -47,9 +50,16 @@ def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallC
     if not cwd.is_dir():
         raise UserError(f"workdir {workdir!r} is not a folder.")
     judge(argv, config.effective_allow())
+    check_size(argv)
     check_paths(argv, ws.sandbox, cwd)
-    result = run(argv, cwd, ws.sandbox.home, float(timeout), config.max_output_bytes)
-    return result | {"workdir": str(cwd)}
+    confinement = None
+    if bubblewrap.use(config.sandbox, "shell"):
+        confinement = bubblewrap.Confinement(
+            writable=tuple(ws.sandbox.roots), hidden=tuple(ws.sandbox.hidden),
+            read_only=tuple(Path(p) for p in config.sandbox_read_only), tmp_bytes=config.tmp_max_bytes)
+    result = run(with_forced_options(argv), cwd, ws.sandbox.home, float(timeout), config.max_output_bytes,
+                 confinement)
+    return result | {"workdir": str(cwd), "sandboxed": confinement is not None}
 
 
 def file_read(path: str, start_line: int = 0, end_line: int = 0, call: CallContext = None) -> dict:
