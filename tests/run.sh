@@ -18,10 +18,12 @@ done
 "$VENV/bin/python" -m pip install --quiet -e '.[test]' "${plugin_dirs[@]}"
 
 # The dashboard and extension tests drive a real Chromium (Debian's; Playwright's download does not work
-# here), and the extension's unit tests run on node.
+# here), the extension's unit tests run on node, and shell_exec/git_op run their commands in bubblewrap.
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v git >/dev/null 2>&1 || missing+=(git)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
