@@ -85,3 +85,9 @@ async def is_stored(config: LoginSessionConfig, connection) -> bool:
     if not session_id:
         return False
     return await config.get_store_from_app(connection.scope["app"]).get(session_id) is not None
+
+
+async def delete_stored(config: LoginSessionConfig, connection) -> None:
+    """Delete the session `connection` came with (its agent was revoked: adding it again must not revive it)."""
+    if session_id := connection.cookies.get(config.key):
+        await config.get_store_from_app(connection.scope["app"]).delete(session_id)

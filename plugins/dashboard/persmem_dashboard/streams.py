@@ -18,7 +18,7 @@ from litestar.connection import ASGIConnection
 
 from persmem_core import UserError
 
-from .sessions import LoginSessionConfig, is_stored
+from .sessions import LoginSessionConfig, delete_stored, is_stored
 
 log = logging.getLogger("persmem.dashboard")
 
@@ -58,6 +58,7 @@ def ends_with_the_login(host, sessions: LoginSessionConfig) -> Callable:
                     while is_active(host, agent) and await is_stored(sessions, connection):
                         await anyio.sleep(WATCH_SECONDS)
                     ended = True
+                    await delete_stored(sessions, connection)  # a revoked agent's session goes with its stream
                     log.info("dashboard: the login of %s ended (revoked, logged out or expired); its event stream "
                              "ends", agent)
                     watching.cancel_scope.cancel()

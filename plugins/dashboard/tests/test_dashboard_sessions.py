@@ -214,13 +214,16 @@ class EventReader(threading.Thread):
 
 def test_revoking_an_agent_ends_its_idle_stream_within_a_second(server):
     """The weather panel's stream sends one event and then nothing, ever: only a watcher can end it."""
+    files_before = session_files(server)
     reader = EventReader(server, "idler", panel="weather")
+    its_session = session_files(server) - files_before
     reader.start()
     assert reader.opened.wait(10) and reader.wait_for("event: forecast", 5)
     subprocess.run(persmem_command("agent", "revoke", "idler"), env=server.env, check=True, capture_output=True)
     revoked_at = time.monotonic()
     assert reader.ended.wait(1.5), "the stream of a revoked agent is still open"
     assert reader.ended_at - revoked_at < 1.5 and not reader.saw("! ")  # ended cleanly, not cut off mid-response
+    assert len(its_session) == 1 and not its_session & session_files(server)  # its session went with it
 
 
 def test_mail_sent_after_the_revocation_never_reaches_the_mail_stream(server):
