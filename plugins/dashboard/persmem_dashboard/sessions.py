@@ -31,6 +31,8 @@ _AS_LOADED = "persmem.dashboard.session_as_loaded"  # scope key: the session as 
 
 
 class LoginSessionBackend(ServerSideSessionBackend):
+    """Litestar's server-side backend with the rules of this module's docstring."""
+
     def __init__(self, config: LoginSessionConfig) -> None:
         super().__init__(config)
         self._next_sweep = 0.0
