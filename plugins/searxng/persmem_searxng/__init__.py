@@ -2,9 +2,10 @@
 
 - `config.py`  the [searxng] section: the SearXNG URL, limits, which private networks web_fetch may reach
 - `search.py`  talking to SearXNG and turning its answer into compact results
-- `netguard.py` the SSRF rules: http/https only, every address resolved and checked, connections pinned to
-               the checked address, every redirect checked again
-- `fetch.py`   web_fetch: guarded download with size/time limits, then text extraction (trafilatura)
+- `netguard.py` the SSRF rules: http/https only, every address resolved and checked (IPv6 forms that embed
+               an IPv4 address judged by it), connections pinned to the checked address, redirects checked
+- `resolver.py` name lookups that a hung DNS server cannot pile up (bounded daemon threads)
+- `fetch.py`   web_fetch: guarded download under one deadline and size limits, then text extraction
 - `tools.py`   the MCP tools
 - `plugin.py`  the pluggy hooks
 """

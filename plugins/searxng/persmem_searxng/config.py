@@ -13,9 +13,12 @@ class SearxngConfig(ConfigSection):
     url: Annotated[
         str, Meta(description="Base URL of the SearXNG instance (its settings.yml must list `json` in search.formats).")
     ] = "http://127.0.0.1:8888"
-    timeout: Annotated[float, Meta(gt=0, description="Seconds to wait for SearXNG or a fetched page.")] = 15.0
+    timeout: Annotated[float, Meta(gt=0, description=(
+        "Seconds to wait for SearXNG; for web_fetch, the limit on the whole fetch: name lookup, connecting, "
+        "every redirect and the download."))] = 15.0
     max_results: Annotated[int, Meta(ge=1, le=100, description="Most results one web_search returns.")] = 20
-    fetch_max_bytes: Annotated[int, Meta(ge=1024, description="web_fetch stops downloading after this many bytes.")] = (
+    fetch_max_bytes: Annotated[int, Meta(ge=1024, description=(
+        "web_fetch stops downloading after this many bytes, of the decoded page and of the page as sent."))] = (
         5_000_000
     )
     fetch_allow_networks: Annotated[

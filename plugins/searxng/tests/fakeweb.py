@@ -1,5 +1,7 @@
 """A local web: SearXNG's /search (recorded answer shape) and a few pages, for the web tool tests."""
 
+import gzip
+import itertools
 import json
 import threading
 import time
@@ -34,11 +36,16 @@ ARTICLE = ("<html><head><title>Maildir explained</title></head><body><nav>Home |
            "<p>The end.</p></article><footer>(c) someone</footer><script>alert('x')</script></body></html>")
 
 
+GZIP_BOMB = gzip.compress(b"a" * 20_000_000, 9)  # 20 MB of text in ~20 KB
+DRIP_SECONDS = 0.5
+
+
 class FakeWeb(BaseHTTPRequestHandler):
     """SearXNG's /search plus a few pages for web_fetch; the query or path picks the behaviour."""
 
     seen: list = []
     internal_url = ""
+    hung_up: dict = {}  # path -> (time.monotonic() when the client closed the connection, bytes sent by then)
 
     def log_message(self, *args):
         pass
@@ -81,7 +88,83 @@ class FakeWeb(BaseHTTPRequestHandler):
             return self.send(302, b"", headers={"Location": "/loop"})
         if url.path == "/secret":
             return self.send(200, b"INTERNAL SECRET", "text/plain")
+        if url.path in HOSTILE:
+            return HOSTILE[url.path](self)
         return self.send(404, b"nope", "text/plain")
+
+
+    # Hostile servers: each one tries to hold web_fetch past its deadline or to make it hold too much.
+
+    def sent_until_hang_up(self, parts):
+        """Write the parts until the client hangs up; note when, and how many bytes went out by then."""
+        sent = 0
+        try:
+            for part in parts:
+                self.wfile.write(part)
+                sent += len(part)
+        except OSError:
+            FakeWeb.hung_up[urlparse(self.path).path] = (time.monotonic(), sent)
+
+    def drip(self, data: bytes):
+        for i in range(len(data)):
+            yield data[i:i + 1]
+            time.sleep(DRIP_SECONDS)
+
+    def drip_body(self):
+        """Headers at once, then one byte of the body every half second."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", "100")
+        self.end_headers()
+        self.sent_until_hang_up(self.drip(b"x" * 100))
+
+    def drip_headers(self):
+        """The status line, then the headers one byte every half second."""
+        self.sent_until_hang_up(itertools.chain([b"HTTP/1.1 200 OK\r\n"],
+                                                self.drip(b"X-Slow: " + b"s" * 100 + b"\r\n\r\n")))
+
+    def slow_hops(self):
+        """/slow-hop/N answers after 0.8 s with a redirect to /slow-hop/N-1; /slow-hop/0 is the page."""
+        left = int(urlparse(self.path).path.rsplit("/", 1)[1])
+        time.sleep(0.8)
+        if left:
+            return self.send(302, b"", headers={"Location": f"/slow-hop/{left - 1}"})
+        return self.send(200, b"arrived", "text/plain")
+
+    def gzip_bomb(self):
+        self.send(200, GZIP_BOMB, "text/plain", headers={"Content-Encoding": "gzip"})
+
+    def gzip_then_garbage(self):
+        """A small gzip member, then 100 MB of bytes that are no gzip member (zlib keeps them as unused data)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Encoding", "gzip")
+        self.end_headers()  # no Content-Length: the body ends when the connection closes
+        self.sent_until_hang_up(itertools.chain([gzip.compress(b"hello")], itertools.repeat(b"x" * 65536, 1600)))
+
+    def huge_headers(self):
+        self.send(200, b"hi", "text/plain", headers={"X-Big": "a" * 200_000})
+
+    def not_gzip(self):
+        self.send(200, b"this is not gzip at all", "text/plain", headers={"Content-Encoding": "gzip"})
+
+    def idna_charset(self):
+        self.send(200, b"hello in an odd charset", "text/plain; charset=idna")
+
+
+def redirect_to(location: str):
+    return lambda self: self.send(302, b"", headers={"Location": location})
+
+
+HOSTILE = {
+    "/drip-body": FakeWeb.drip_body, "/drip-headers": FakeWeb.drip_headers, "/gzip-bomb": FakeWeb.gzip_bomb,
+    "/gzip-then-garbage": FakeWeb.gzip_then_garbage, "/huge-headers": FakeWeb.huge_headers,
+    "/not-gzip": FakeWeb.not_gzip, "/idna-charset": FakeWeb.idna_charset,
+    **{f"/slow-hop/{n}": FakeWeb.slow_hops for n in range(5)},
+    "/go-file": redirect_to("file:///etc/passwd"), "/go-gopher": redirect_to("gopher://127.0.0.2:70/"),
+    "/go-credentials": redirect_to("http://user:pw@127.0.0.2/page.html"),
+    "/go-nowhere": redirect_to("http://[::1"), "/go-port": redirect_to("http://127.0.0.2:99999/"),
+}
 
 
 def serve_on(host: str) -> ThreadingHTTPServer:
