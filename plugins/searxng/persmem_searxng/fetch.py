@@ -100,7 +100,8 @@ async def _download(url: str, networks: list[Network], limits: Limits, progress:
                 body, truncated = await _read_body(response, target, limits.max_bytes, progress)
                 return Page(target.url, ctype, body, truncated)
             finally:
-                with anyio.CancelScope(shield=True):  # closed even when the deadline cancelled the read
+                # Closed even when the deadline cancelled the read (shielded), and never waited on for long.
+                with anyio.move_on_after(2, shield=True):
                     await response.aclose()
     finally:
         with anyio.move_on_after(2, shield=True):
