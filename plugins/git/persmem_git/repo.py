@@ -49,7 +49,9 @@ def _shown(roots: list[Path]) -> str:
     return ", ".join(map(str, roots))
 
 
-def resolve_repo(repo_path: str, roots: list[Path], must_exist: bool = True) -> Path:
+def resolve_repo(repo_path: str, roots: list[Path], must_exist: bool = True, hidden: list[Path] = ()) -> Path:
+    """The real folder `repo_path` names, inside the roots. `hidden` (persmem's own data and config) is never
+    a repository's folder nor inside one's work tree, even under a root: git would read it into commits."""
     if not isinstance(repo_path, str) or not repo_path.strip():
         raise UserError(f"repo_path is empty; pass a repository folder under {_shown(roots)}.")
     if "\x00" in repo_path:
@@ -61,6 +63,12 @@ def resolve_repo(repo_path: str, roots: list[Path], must_exist: bool = True) -> 
     real = Path(os.path.realpath(joined))
     if not inside(real, roots):
         raise UserError(f"{repo_path!r} is outside the git roots ({_shown(roots)}); refused.")
+    for secret in map(Path, map(os.path.realpath, hidden)):
+        holding_root = [r for r in roots if inside(real, [r])]
+        if (inside(real, [secret]) and not any(inside(r, [secret]) and r != secret for r in holding_root)) or \
+                secret.is_relative_to(real):
+            raise UserError(f"{real} holds or is inside persmem's own data ({secret}); git_op will not work there. "
+                            "Keep repositories in a workspace beside the data folder.")
     if must_exist and not real.is_dir():
         raise UserError(f"{repo_path!r} is not a folder (looked for {real}).")
     return real

@@ -48,10 +48,10 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
     confinement = _confinement(cfg, roots, hidden, op.network, push=operation == "push")
 
     if operation == "clone":
-        return _clone(cfg, roots, env, repo_path, clone_url, options, confinement)
+        return _clone(cfg, roots, env, repo_path, clone_url, options, confinement, hidden)
     if clone_url:
         raise UserError("clone_url is only for operation 'clone'.")
-    repo = resolve_repo(repo_path, roots, must_exist=operation != "init")
+    repo = resolve_repo(repo_path, roots, must_exist=operation != "init", hidden=hidden)
     if operation == "init":
         if (repo / ".git").exists():
             raise UserError(f"{repo} is already a git repository.")
@@ -101,7 +101,7 @@ def _confinement(cfg, roots: list[Path], hidden: list[Path], network: bool,
 
 
 def _clone(cfg, roots, env, repo_path: str, clone_url: str, options: list[str],
-           confinement: bubblewrap.Confinement | None) -> dict:
+           confinement: bubblewrap.Confinement | None, hidden: list[Path]) -> dict:
     if not isinstance(clone_url, str) or not clone_url.strip():
         raise UserError("clone needs clone_url (the source) and repo_path (the new folder).")
     if clone_url.startswith("-") or "::" in clone_url or "\x00" in clone_url:
@@ -110,7 +110,7 @@ def _clone(cfg, roots, env, repo_path: str, clone_url: str, options: list[str],
         raise UserError(f"clone_url {clone_url!r} is not an allowed remote ([git] remotes: "
                         f"{', '.join(cfg.remotes) or 'none'}; URLs are compared after decoding %-escapes and "
                         "applying '..').")
-    dest = resolve_repo(repo_path, roots, must_exist=False)
+    dest = resolve_repo(repo_path, roots, must_exist=False, hidden=hidden)
     if dest.exists() and any(dest.iterdir()):
         raise UserError(f"{dest} exists and is not empty; clone into a new folder.")
     root = next(r for r in roots if inside(dest, [r]))

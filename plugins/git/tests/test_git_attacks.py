@@ -130,6 +130,19 @@ def test_config_keys_naming_files_inside_the_repository_are_fine(op, roots):
     assert op("status", repo.name)["returncode"] == 0
 
 
+def test_a_repository_holding_the_data_folder_is_refused(tmp_path, persmem_server):
+    base = tmp_path / "dotfiles"
+    git("init", "-q", str(base))
+    home = base / ".persmem"  # the data folder inside a repository's work tree: `add -A` would commit the tokens
+    server = persmem_server(agents=["kite"], config={"git": {"roots": [str(base)]}},
+                            env={"PERSMEM_HOME": str(home),
+                                 "PERSMEM_DISABLE_PLUGINS": "memory_hnsw,amq_maildir,shell,searxng,dashboard"})
+    for operation, args in (("add", "-A"), ("status", "")):
+        with pytest.raises(ToolCallError, match="holds or is inside persmem's own data"):
+            server.call_tool("git_op", {"operation": operation, "repo_path": str(base), "args": args}, agent="kite")
+    assert git("status", "--porcelain", cwd=base).strip() == "?? .persmem/"  # nothing staged
+
+
 # -- reading another repository through alternates -------------------------------------------------------
 
 def test_alternates_pointing_outside_are_refused(op, roots):

@@ -19,7 +19,7 @@ from pathlib import Path
 from persmem_core import UserError
 
 from .config import CommandRule
-from .sandbox import Sandbox
+from .sandbox import Sandbox, refuse_git_folder
 
 
 # Options that read the names of further files to open from a file (or stdin), per program.
@@ -121,6 +121,7 @@ def check_paths(argv: list[str], sandbox: Sandbox, cwd: Path) -> None:
             if "\x00" in candidate or not sandbox.contains(real):
                 raise UserError(f"argument {arg!r} points outside the workspace ({sandbox.describe()}); "
                                 "refused (rule: paths must stay in the workspace, symlinks followed).")
+            refuse_git_folder(real, sandbox, arg)
             try:
                 mode = os.stat(real).st_mode
             except OSError:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from persmem_core import UserError
 
-from .sandbox import Sandbox
+from .sandbox import Sandbox, refuse_git_folder
 
 
 def _read_text(sandbox: Sandbox, path: str, max_bytes: int | None) -> tuple[str, Path]:
@@ -56,6 +56,7 @@ def write(sandbox: Sandbox, path: str, content: str, mkdir: bool, max_bytes: int
     if len(data) > max_bytes:
         raise UserError(f"content is {len(data):,} bytes, over the {max_bytes:,} byte limit ([shell] max_write_bytes).")
     target = sandbox.for_write(path)
+    refuse_git_folder(target, sandbox, path)
     with _clear_os_errors(path):
         if not target.parent.is_dir():
             if not mkdir:
@@ -121,6 +122,7 @@ def patch(sandbox: Sandbox, path: str, old_text: str, new_text: str, max_bytes: 
                         "lines so it matches exactly once.")
     updated = text.replace(old_text, new_text, 1)
     target = sandbox.for_write(path)
+    refuse_git_folder(target, sandbox, path)
     with _clear_os_errors(path):
         _atomic_replace(target, updated.encode("utf-8"), os.stat(real).st_mode & 0o777)
     line = text[: text.index(old_text)].count("\n") + 1

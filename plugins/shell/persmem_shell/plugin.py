@@ -58,11 +58,11 @@ def doctor(host):
         described.append(text + (f" -deny {' '.join(rule.deny)}" if rule.deny else ""))
     checks.append(pass_("shell allowlist", "; ".join(described)))
     checks.append(bubblewrap.doctor_line(ws.config.sandbox, "shell"))
-    exposed = [str(root) for root in ws.sandbox.roots if Path(host.home).resolve().is_relative_to(root)]
-    if exposed:
-        checks.append(warn("shell workspace", f"{', '.join(exposed)} contains the persmem data folder "
-                                              f"{host.home}; the tools keep out of it, but a workspace beside "
-                                              "the data is safer"))
+    if ws.sandbox.exposed():
+        checks.append(warn("shell workspace", f"{', '.join(map(str, ws.sandbox.exposed()))} contains the persmem "
+                                              f"data folder {host.home}; the tools keep out of it (shell_exec "
+                                              "only with the OS sandbox), but a workspace beside the data is "
+                                              "safer"))
     missing = [name for name in rules if shutil.which(name, path="/usr/local/bin:/usr/bin:/bin") is None]
     if missing:
         checks.append(warn("shell allowlist", f"allowed but not installed: {', '.join(sorted(missing))}"))

@@ -41,6 +41,10 @@ class Sandbox:
         return any(_inside(real, root) and not any(_inside(real, h) and _inside(h, root) for h in self.hidden)
                    for root in self.roots)
 
+    def exposed(self) -> list[Path]:
+        """Roots that have a hidden place inside them (only the OS sandbox can hide it from a command)."""
+        return [root for root in self.roots if any(h != root and _inside(h, root) for h in self.hidden)]
+
     def lexical(self, path: str, base: Path | None = None) -> Path:
         """The path joined to `base` (default: the first root) and normalized, symlinks not followed."""
         if not isinstance(path, str):
@@ -98,6 +102,29 @@ class Sandbox:
             kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
             raise UserError(f"{path!r} is {kind}, not a regular file; refused.")
         return fd, real
+
+
+def git_folder(real: Path, sandbox: Sandbox) -> Path | None:
+    """The git folder `real` is in or is (a `.git`, or a folder git would take for a repository: HEAD, objects
+    and refs), looked for up to the workspace root; None if it is not in one. git_op vets a repository's
+    config just before git reads it, so nothing else may change git's own files in between."""
+    roots = [root for root in sandbox.roots if _inside(real, root)]
+    folder = real
+    while True:
+        if folder.name == ".git" or (folder.is_dir() and (folder / "HEAD").is_file()
+                                     and (folder / "objects").is_dir() and (folder / "refs").is_dir()):
+            return folder
+        if folder in roots or folder.parent == folder:
+            return None
+        folder = folder.parent
+
+
+def refuse_git_folder(real: Path, sandbox: Sandbox, path: str) -> None:
+    folder = git_folder(real, sandbox)
+    if folder is not None:
+        raise UserError(f"{path!r} is inside the git folder {folder}; only git_op changes git's own files "
+                        "(status, add, commit, branch...), so that a repository's config cannot change between "
+                        "the check of git_op and git reading it.")
 
 
 def check_length(path: str) -> None:

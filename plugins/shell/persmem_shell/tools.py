@@ -14,6 +14,7 @@ from persmem_core import CallContext, UserError, bubblewrap
 from . import files
 from .allowlist import check_paths, check_size, judge, with_forced_options
 from .runner import run
+from .sandbox import refuse_git_folder
 
 
 def _ws(call: CallContext):
@@ -49,6 +50,7 @@ def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallC
     cwd = ws.sandbox.resolve(workdir) if workdir else ws.sandbox.home
     if not cwd.is_dir():
         raise UserError(f"workdir {workdir!r} is not a folder.")
+    refuse_git_folder(cwd, ws.sandbox, workdir or str(cwd))
     judge(argv, config.effective_allow())
     check_size(argv)
     check_paths(argv, ws.sandbox, cwd)
@@ -57,6 +59,11 @@ def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallC
         confinement = bubblewrap.Confinement(
             writable=tuple(ws.sandbox.roots), hidden=tuple(ws.sandbox.hidden),
             read_only=tuple(Path(p) for p in config.sandbox_read_only), tmp_bytes=config.tmp_max_bytes)
+    elif ws.sandbox.exposed():
+        raise UserError(f"the workspace {', '.join(map(str, ws.sandbox.exposed()))} contains persmem's own data "
+                        "folder, and without the OS sandbox a command that walks folders (grep -r, find) would "
+                        "read it; nothing was run. Install bubblewrap ([shell] sandbox), or use a workspace "
+                        "beside the data folder.")
     result = run(with_forced_options(argv), cwd, ws.sandbox.home, float(timeout), config.max_output_bytes,
                  confinement)
     return result | {"workdir": str(cwd), "sandboxed": confinement is not None}

@@ -198,6 +198,37 @@ def test_a_root_that_contains_the_data_folder_still_hides_the_data(tmp_path_fact
         server.stop()
 
 
+def test_without_the_sandbox_a_workspace_holding_the_data_runs_no_command(tmp_path_factory):
+    base = tmp_path_factory.mktemp("rootwithdata-off")
+    home = base / "persmem-home"
+    server = start(tmp_path_factory, "unused", {"roots": [str(base)], "sandbox": "off"}, home=home)
+    try:
+        with pytest.raises(ToolCallError, match="contains persmem's own data folder.*nothing was run"):
+            server.call_tool("shell_exec", {"command": "grep -r token_sha256 ."}, agent="kite")
+    finally:
+        server.stop()
+
+
+# -- changing a repository's git files between git_op's check and git's read -----------------------------
+
+def test_git_folders_are_changed_only_by_git_op(call, ws):
+    subprocess.run(["git", "init", "-q", str(ws / "repo")], check=True)
+    (ws / "store").mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", str(ws / "store" / "bare")], check=True)
+    evil = "[filter \"evil\"]\n\tclean = id\n"
+    for path in ("repo/.git/config", "repo/.git/commondir", "store/bare/config", "repo/.git"):
+        with pytest.raises(ToolCallError, match="only git_op changes git's own files"):
+            call("file_write", path=path, content=evil)
+    with pytest.raises(ToolCallError, match="only git_op changes git's own files"):
+        call("file_patch", path="repo/.git/config", old_text="[core]", new_text=evil + "[core]")
+    with pytest.raises(ToolCallError, match="only git_op changes git's own files"):
+        call("shell_exec", command="uniq notes.txt repo/.git/config")
+    with pytest.raises(ToolCallError, match="only git_op changes git's own files"):
+        call("shell_exec", command="uniq notes.txt commondir", workdir="repo/.git")
+    assert "evil" not in (ws / "repo" / ".git" / "config").read_text()
+    assert call("file_read", path="repo/.git/HEAD")["content"].startswith("ref: ")  # reading is fine
+
+
 # -- one agent's many slow commands ---------------------------------------------------------------------
 
 def test_one_agents_slow_commands_never_stall_other_agents(tmp_path_factory, ws):
