@@ -70,6 +70,7 @@ def build_http_app(host: Host, *, bind_host: str, port: int):
     from starlette.routing import Mount, Route
 
     from persmem_core.auth import AgentAuthMiddleware
+    from persmem_core.http_headers import SecurityHeadersMiddleware
 
     server_cfg = host.config.server
     hosts, origins = allowed_hosts_and_origins(host, bind_host, port)
@@ -118,9 +119,10 @@ def build_http_app(host: Host, *, bind_host: str, port: int):
     app = Starlette(routes=routes, lifespan=lifespan)
     limited = RequestBodyLimitMiddleware(app, server_cfg.max_body_bytes)
     open_prefixes = ("/healthz",) + tuple(spec.prefix for spec in route_specs if spec.auth == "none")
-    return AgentAuthMiddleware(
+    authenticated = AgentAuthMiddleware(
         limited, agents=host.agents, security=security, anonymous_agent=anonymous_agent, open_prefixes=open_prefixes
     )
+    return SecurityHeadersMiddleware(authenticated)  # outermost: refusals and 404s get the headers too
 
 
 def configure_logging(level: str) -> None:
@@ -132,7 +134,11 @@ def configure_logging(level: str) -> None:
 
 def serve_http(host: Host, *, bind_host: str, port: int) -> None:
     import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    from persmem_core.http_deadlines import with_read_deadlines
+
+    server_cfg = host.config.server
     check_bind_allowed(host, bind_host)
     app = build_http_app(host, bind_host=bind_host, port=port)
     log.info("persmem %s serving MCP on http://%s:%s/mcp", __version__, bind_host, port)
@@ -140,7 +146,14 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         app,
         host=bind_host,
         port=port,
-        log_level=host.config.server.log_level,
+        # uvicorn's protocol (httptools, else h11) with deadlines for headers and bodies (slowloris)
+        http=with_read_deadlines(
+            AutoHTTPProtocol,
+            header=server_cfg.header_timeout_seconds,
+            body_idle=server_cfg.body_idle_timeout_seconds,
+            body=server_cfg.body_timeout_seconds,
+        ),
+        log_level=server_cfg.log_level,
         access_log=False,  # our middleware logs requests with secret paths redacted
         lifespan="on",
         server_header=False,

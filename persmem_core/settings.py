@@ -43,6 +43,16 @@ class ServerConfig(ConfigSection):
     max_body_bytes: Annotated[int, Meta(ge=1024, description="Larger request bodies get 413 before parsing.")] = (
         4 * 1024 * 1024
     )
+    header_timeout_seconds: Annotated[
+        float, Meta(gt=0, description="A request's headers must all arrive within this time from its first byte "
+                    "(and a new connection must start a request within it); slower clients get 408 and are closed.")
+    ] = 10.0
+    body_idle_timeout_seconds: Annotated[
+        float, Meta(gt=0, description="Longest pause allowed while a request body is arriving; then 408 and close.")
+    ] = 30.0
+    body_timeout_seconds: Annotated[
+        float, Meta(gt=0, description="A request body must arrive whole within this time after the headers.")
+    ] = 120.0
     default_agent: Annotated[
         AgentName,
         Meta(description="Agent for stdio without --agent, and for HTTP on loopback while no agent has credentials."),
