@@ -9,16 +9,29 @@ An ASGI middleware in front of everything the server mounts:
    Tokens in the query string are refused (they end up in logs).
 3. While no agent has credentials and the server is bound to loopback with
    no public URL configured, requests run as the default agent.
+4. A credential that fails is answered after a delay that grows with the
+   failures from that address, and logged as one line fail2ban can match
+   (`persmem auth failure from ADDRESS`, see docs/deploy.md).
+5. An answer lasts only as long as its credential: when the agent is revoked
+   or its token rotated, a response still streaming (an event stream, MCP's
+   GET stream) ends within a second, and nothing more is sent on it.
 The agent goes into the ASGI scope (`persmem.agent`) and into `scope["user"]`
 so the MCP SDK binds each MCP session to the agent that opened it.
+
+Request paths are logged with every segment long enough to be a secret path
+replaced by `<secret>`, whatever form the request target took.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Callable
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -31,15 +44,69 @@ from persmem_core.agents import AgentStore
 log = logging.getLogger("persmem.http")
 
 QUERY_SECRET_NAMES = {"token", "access_token", "api_key", "apikey", "key", "auth", "bearer"}
+SECRET_SEGMENT_CHARS = 32  # secret paths are 43 characters; a segment this long may be one, in any form
+LOGGED_PATH_CHARS = 200
+CREDENTIAL_CHECK_SECONDS = 0.5  # how often an open answer checks that its credential still holds
 UNAUTHORIZED = {
     "error": "unauthorized",
     "message": "missing or invalid credentials. Send 'Authorization: Bearer <token>' with the token "
     "`persmem agent add NAME` printed, or use the agent's secret URL.",
 }
+QUERY_CREDENTIALS = {
+    "error": "unauthorized",
+    "message": "credentials in the URL query are refused (they end up in logs). "
+    "Send 'Authorization: Bearer <token>' or use the agent's secret URL path.",
+}
 
 
 def unauthorized(message: dict = UNAUTHORIZED) -> JSONResponse:
     return JSONResponse(message, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="persmem"'})
+
+
+def loggable_path(path: str) -> str:
+    """`path` as it may appear in a log: every segment that could hold a secret path (32+ characters, in
+    any encoding or position: `/x/../S/mcp`, `//S/mcp`, `/mcp/S`) is `<secret>`, characters outside
+    printable ASCII are percent-encoded (no forged log lines), and the whole is cut to a readable length."""
+    segments = ("<secret>" if len(s) >= SECRET_SEGMENT_CHARS else s for s in path.split("/"))
+    shown = "".join(c if "!" <= c <= "~" else quote(c, safe="") for c in "/".join(segments))
+    return shown if len(shown) <= LOGGED_PATH_CHARS else shown[:LOGGED_PATH_CHARS] + "..."
+
+
+class FailureThrottle:
+    """Failed authentications per client address: each failure after the first waits longer before its
+    401 (FIRST_DELAY, doubling up to MAX_DELAY). An address is forgotten FORGET_AFTER seconds after its
+    last failure, and at most MAX_ADDRESSES are remembered (the least recent go first), so memory stays
+    bounded whatever an attacker sends. The delay holds only the failing request, never the event loop
+    or another address."""
+
+    FIRST_DELAY = 0.25
+    MAX_DELAY = 5.0
+    FORGET_AFTER = 900.0
+    MAX_ADDRESSES = 10_000
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # address -> (count, last failure)
+
+    def failed(self, address: str) -> float:
+        """Count a failure from `address`; returns the seconds to wait before answering it."""
+        now = self._clock()
+        while self._failures:  # drop addresses idle for too long (the oldest are first)
+            oldest, (_, last) = next(iter(self._failures.items()))
+            if now - last < self.FORGET_AFTER:
+                break
+            del self._failures[oldest]
+        count = self._failures.pop(address, (0, now))[0] + 1
+        self._failures[address] = (count, now)
+        while len(self._failures) > self.MAX_ADDRESSES:
+            self._failures.popitem(last=False)
+        return 0.0 if count == 1 else min(self.MAX_DELAY, self.FIRST_DELAY * 2 ** (count - 2))
+
+
+def client_address(scope: Scope) -> str:
+    """The caller's address (uvicorn puts the proxy's X-Forwarded-For there when the proxy is trusted)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 class AgentAuthMiddleware:
@@ -57,6 +124,7 @@ class AgentAuthMiddleware:
         self.security = TransportSecurityMiddleware(security)
         self.anonymous_agent = anonymous_agent
         self.open_prefixes = open_prefixes
+        self.failures = FailureThrottle()
 
     def _is_open(self, path: str) -> bool:
         return any(path == p or path.startswith(p + "/") for p in self.open_prefixes)
@@ -65,56 +133,78 @@ class AgentAuthMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
-        rejected = await self.security.validate_request(request, is_post=False)
+        shown_path = loggable_path(scope["path"])
+        rejected = await self.security.validate_request(Request(scope), is_post=False)
         if rejected is not None:
-            await rejected(scope, receive, send)
+            await self._respond(rejected, scope, receive, send, shown_path)
             return
 
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+        if any(name.lower() in QUERY_SECRET_NAMES for name, _ in query):
+            await self._refuse(unauthorized(QUERY_CREDENTIALS), scope, receive, send, shown_path)
+            return
+
+        # Each credential the request presents, as a check that it still names the agent.
+        checks: list[Callable[[], str | None]] = []
         first, sep, rest = scope["path"].lstrip("/").partition("/")
-        shown_path = f"/<secret>/{rest}" if len(first) >= 32 else scope["path"]
-        agent = self._agent_from_secret_path(scope)
-
-        if any(name.lower() in QUERY_SECRET_NAMES for name, _ in parse_qsl(scope.get("query_string", b"").decode("latin-1"))):
-            await self._respond(unauthorized({
-                "error": "unauthorized",
-                "message": "credentials in the URL query are refused (they end up in logs). "
-                "Send 'Authorization: Bearer <token>' or use the agent's secret URL path.",
-            }), scope, receive, send, shown_path)
-            return
-
-        header = request.headers.get("authorization")
+        if len(first) >= SECRET_SEGMENT_CHARS:
+            path_agent = self.agents.agent_for_path_secret(first)
+            if path_agent is None and self.agents.has_credentials() and not self._is_open(scope["path"]):
+                await self._refuse(unauthorized(), scope, receive, send, shown_path)  # a guessed secret path
+                return
+            if path_agent is not None:
+                checks.append(lambda: self.agents.agent_for_path_secret(first))
+                scope["path"] = "/" + rest if sep else "/"
+                scope["raw_path"] = scope["path"].encode()
+        header = Request(scope).headers.get("authorization")
         if header is not None:
             scheme, _, token = header.partition(" ")
-            token_agent = self.agents.agent_for_token(token.strip()) if scheme.lower() == "bearer" else None
-            if token_agent is None or (agent is not None and token_agent != agent):
-                await self._respond(unauthorized(), scope, receive, send, shown_path)
+            token = token.strip()
+            if scheme.lower() != "bearer" or self.agents.agent_for_token(token) is None:
+                await self._refuse(unauthorized(), scope, receive, send, shown_path)
                 return
-            agent = token_agent
+            checks.append(lambda: self.agents.agent_for_token(token))
+
+        agents = {check() for check in checks}
+        if len(agents) > 1:  # a token and a secret path of two different agents
+            await self._refuse(unauthorized(), scope, receive, send, shown_path)
+            return
+        agent = agents.pop() if agents else None
         if agent is None and not self._is_open(scope["path"]):
             agent = self.anonymous_agent()
             if agent is None:
                 await self._respond(unauthorized(), scope, receive, send, shown_path)
                 return
-        if agent is not None:
-            self.agents.seen(agent)
-            scope["persmem.agent"] = agent
-            scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=agent, scopes=[]))
-        await self._respond(self.app, scope, receive, send, shown_path, agent)
-
-    def _agent_from_secret_path(self, scope: Scope) -> str | None:
-        first, sep, rest = scope["path"].lstrip("/").partition("/")
-        if len(first) < 32:
-            return None
-        agent = self.agents.agent_for_path_secret(first)
+            checks.append(self.anonymous_agent)
         if agent is None:
-            return None
-        new_path = "/" + rest if sep else "/"
-        scope["path"] = new_path
-        scope["raw_path"] = new_path.encode()
-        return agent
+            await self._respond(self.app, scope, receive, send, shown_path)
+            return
+        self.agents.seen(agent)
+        scope["persmem.agent"] = agent
+        scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=agent, scopes=[]))
 
-    async def _respond(self, app: ASGIApp, scope, receive, send, shown_path: str, agent: str | None = None) -> None:
+        def still_valid() -> bool:
+            return all(check() == agent for check in checks)
+
+        await self._respond(self.app, scope, receive, send, shown_path, agent, still_valid)
+
+    async def _refuse(self, response: ASGIApp, scope: Scope, receive: Receive, send: Send, shown_path: str) -> None:
+        """A credential that does not hold: log it for fail2ban and answer after the address's delay."""
+        address = client_address(scope)
+        log.warning("persmem auth failure from %s", quote(address, safe=":.[]"))
+        await anyio.sleep(self.failures.failed(address))
+        await self._respond(response, scope, receive, send, shown_path)
+
+    async def _respond(
+        self,
+        app: ASGIApp,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        shown_path: str,
+        agent: str | None = None,
+        still_valid: Callable[[], bool] | None = None,
+    ) -> None:
         status = {"code": 0}
 
         async def send_and_note(message: Message) -> None:
@@ -123,6 +213,51 @@ class AgentAuthMiddleware:
             await send(message)
 
         try:
-            await app(scope, receive, send_and_note)
+            if still_valid is None:
+                await app(scope, receive, send_and_note)
+            else:
+                await self._while_credential_holds(app, scope, receive, send_and_note, still_valid)
         finally:
             log.info("%s %s %s agent=%s", scope.get("method", "WS"), shown_path, status["code"], agent or "-")
+
+    async def _while_credential_holds(
+        self, app: ASGIApp, scope: Scope, receive: Receive, send: Send, still_valid: Callable[[], bool]
+    ) -> None:
+        """Run `app` while the credential holds: it is checked before every message sent and every
+        CREDENTIAL_CHECK_SECONDS; once it fails the app is cancelled, nothing more is sent, and the
+        answer ends (401 if it had not started, the end of the stream if it had)."""
+        state = {"revoked": False, "started": False, "complete": False}
+        cancel = anyio.CancelScope()
+
+        def revoke_if_invalid() -> bool:
+            if not state["revoked"] and not still_valid():
+                state["revoked"] = True
+                cancel.cancel()
+            return state["revoked"]
+
+        async def guarded_send(message: Message) -> None:
+            if revoke_if_invalid():
+                return  # dropped: the credential no longer names this agent
+            state["started"] = state["started"] or message["type"] == "http.response.start"
+            state["complete"] = message["type"] == "http.response.body" and not message.get("more_body", False)
+            await send(message)
+
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+
+        def periodic_check() -> None:
+            nonlocal timer
+            if not revoke_if_invalid():
+                timer = loop.call_later(CREDENTIAL_CHECK_SECONDS, periodic_check)
+
+        timer = loop.call_later(CREDENTIAL_CHECK_SECONDS, periodic_check)
+        try:
+            with cancel:
+                await app(scope, receive, guarded_send)
+        finally:
+            timer.cancel()
+        if state["revoked"] and scope["type"] == "http" and not state["complete"]:
+            if state["started"]:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                await unauthorized()(scope, receive, send)
