@@ -10,7 +10,7 @@ persmem installed can use them:
   args, agent=...)` calls through a real MCP client, `.client(agent)` is an
   async MCP client session, `.tokens[agent]` the agent's bearer token.
 - `persmem_stdio(agent)`: an async MCP client connected to `persmem serve
-  --transport stdio` in a subprocess.
+  --transport stdio` in a subprocess (the agent is registered first if new).
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ def tool_result(result) -> Any:
 
 def assert_clear_outcome(result, max_chars: int = 3000) -> None:
     """A CallToolResult is a JSON object, or an error a person can act on: no traceback, no crash reference
-    (the "log reference" of an unexpected exception), not a wall of text. For property-based tool tests."""
+    (the "internal error" of an unexpected exception), not a wall of text. For property-based tool tests."""
     if result.is_error:
         text = "\n".join(getattr(block, "text", "") for block in result.content)
-        assert "Traceback" not in text and "log reference" not in text and len(text) < max_chars, text[:500]
+        assert "Traceback" not in text and "internal error (" not in text and len(text) < max_chars, text[:500]
     else:
         assert isinstance(tool_result(result), dict)
 
@@ -242,14 +242,19 @@ def persmem_server(persmem_env) -> Iterator[Any]:
 @pytest.fixture
 def persmem_stdio(persmem_env):
     """Returns connect(agent=None, config=None, env=None): an async context manager yielding an MCP client
-    talking to `persmem serve --transport stdio` in a subprocess."""
+    talking to `persmem serve --transport stdio` in a subprocess. The agent (`agent`, or PERSMEM_AGENT in
+    `env`) is created in the home first when it does not exist: stdio serves only registered agents."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     @contextlib.asynccontextmanager
     async def connect(agent: str | None = None, config: dict | str | None = None, env: dict[str, str] | None = None):
         environ = persmem_env(**(env or {}))
-        write_config(Path(environ["PERSMEM_HOME"]), config)
+        home = Path(environ["PERSMEM_HOME"])
+        write_config(home, config)
+        name = agent or environ.get("PERSMEM_AGENT")
+        if name and name not in AgentStore(home).agents():
+            AgentStore(home).add(name)
         args = ["-m", "persmem_core", "serve", "--transport", "stdio"] + (["--agent", agent] if agent else [])
         params = StdioServerParameters(command=sys.executable, args=args, env=environ)
         with open(Path(environ["PERSMEM_HOME"]) / "stdio.log", "a") as errlog:
