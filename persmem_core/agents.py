@@ -56,7 +56,7 @@ def _sha256(secret: str) -> str:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")  # tells a re-added agent from the old one
 
 
 class Issued(msgspec.Struct, kw_only=True):
@@ -164,7 +164,10 @@ class AgentStore:
                     f"credentials (the old ones stop working), or `persmem agent revoke {name}`."
                 )
             issued = Issued(name=name)
-            record = AgentRecord(created=existing.created if existing else _now())
+            # a revoked name added again is a new agent: whatever trusted the old one (a dashboard login)
+            # compares `created` and does not carry over
+            live = existing is not None and existing.revoked is None
+            record = AgentRecord(created=existing.created if live else _now())
             if token:
                 issued.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
                 record.token_sha256 = _sha256(issued.token)

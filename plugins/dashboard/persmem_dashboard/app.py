@@ -88,7 +88,7 @@ def build_dashboard(host, base: str) -> Litestar:
 
     def agent_of(request: Request) -> str:
         agent = request.session.get("agent") if request.session else None
-        if agent and not is_active(host, agent):  # revoked: the session ends at once and is deleted
+        if agent and not is_active(host, agent, request.session.get("created")):  # revoked: ends, is deleted
             request.clear_session()  # (so adding the agent again later does not revive it)
             agent = None
         if not agent:
@@ -118,7 +118,8 @@ def build_dashboard(host, base: str) -> Litestar:
             await asyncio.sleep(0.5)  # slow down guessing
             return page(request, "login.html", status=401, agent=None,
                         error="That token is not valid for the dashboard.")
-        request.set_session({"agent": agent, "since": time.time()})  # stored under a new id (sessions.py)
+        created = host.agents.agents()[agent].created  # which agent of that name (see streams.is_active)
+        request.set_session({"agent": agent, "since": time.time(), "created": created})  # a new id (sessions.py)
         log.info("dashboard: %s logged in", agent)
         return Redirect(f"{base}/")
 
@@ -157,10 +158,11 @@ def build_dashboard(host, base: str) -> Litestar:
         if panel.events is None:
             raise NotFoundException(f"panel {panel_id!r} has no event stream")
         view = view_of(request)
+        created = request.session.get("created")
 
         async def stream():
             async for item in panel.events(view):
-                if not is_active(host, view.agent):  # written after the revocation: never sent
+                if not is_active(host, view.agent, created):  # written after the revocation: never sent
                     return
                 yield ServerSentEventMessage(data=item.get("data", ""), event=item.get("event"), id=item.get("id"))
 

@@ -20,7 +20,7 @@ from persmem_dashboard.app import SECURITY_HEADERS
 SESSION_COOKIE = "persmem_session"
 PLANTED_ID = "f1" * 32  # what an attacker would plant in the victim's browser before the victim logs in
 # Agents revoked by the tests below (one each, so the tests stay independent); every one reads all the mail.
-REVOKED_IN_TESTS = ("leaver", "idler", "dropped", "readded", "viewer")
+REVOKED_IN_TESTS = ("leaver", "idler", "dropped", "readded", "reborn", "viewer")
 FAST = "memory_hnsw,shell,git,searxng"  # the dashboard and mail are all these tests need
 HERE = Path(__file__).parent
 
@@ -283,6 +283,17 @@ def test_adding_a_revoked_agent_again_does_not_revive_its_old_session(server):
     store.add("readded")
     with with_session(session_id) as replay:
         assert replay.get(base + "/mail").status_code == 303
+
+
+def test_a_session_untouched_while_its_agent_was_revoked_and_added_again_stays_dead(server):
+    """No page saw the revocation (so nothing deleted the session): the re-added name is a new agent."""
+    base = base_of(server)
+    store = AgentStore(server.home)
+    with client() as browser:
+        http_login(browser, server, "reborn")
+        store.revoke("reborn")
+        store.add("reborn")
+        assert browser.get(base + "/mail").status_code == 303
 
 
 def test_rotating_a_token_keeps_the_dashboard_session(server):
