@@ -27,11 +27,19 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+from msgspec import Meta
 
 from persmem_core.errors import UserError
 
 SandboxMode = Literal["auto", "required", "off"]
+SandboxSetting = Annotated[
+    SandboxMode,
+    Meta(description="Run commands in an OS sandbox (bubblewrap): they see only the workspace, read-only system "
+                     "folders, a private /tmp and /proc and no persmem data. auto: when bwrap works here (else a "
+                     "`persmem doctor` WARN); required: refuse to run without it; off: never."),
+]  # the `sandbox` field of every plugin section that runs commands
 
 # What programs need from /etc to run: users, name resolution, time, TLS roots, the linker cache, file(1)'s
 # magic, ssh's client config. Each is bound (read-only, where it exists) at its own path.

@@ -32,6 +32,16 @@ import tomli_w
 from persmem_core.agents import AgentStore
 
 
+# A raw MCP initialize request and the headers a Streamable HTTP POST needs, for tests below the client.
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
 class ToolCallError(Exception):
     """A tool call returned an MCP error result; the message is the server's text."""
 

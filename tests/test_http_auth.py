@@ -10,15 +10,8 @@ import anyio
 import httpx2
 
 from persmem_core.agents import AgentStore
-from persmem_core.testing import persmem_command, tool_result
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE as INIT, persmem_command, tool_result
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 def post(server, headers=None, body=INIT, path="/mcp", **kw):

@@ -17,17 +17,11 @@ import httpx2
 import pytest
 
 from persmem_core.agents import AgentStore
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE as INIT
 
 # The memory plugin's model load is the slow part of a start, and nothing here needs it.
 NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}
 FAST_DEADLINES = {"header_timeout_seconds": 1, "body_idle_timeout_seconds": 1, "body_timeout_seconds": 3}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 DEPLOY_DOC = Path(__file__).parent.parent / "docs" / "deploy.md"
 
 

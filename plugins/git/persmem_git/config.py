@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from msgspec import Meta
 
-from persmem_core import ConfigSection
+from persmem_core import ConfigSection, bubblewrap
 
 
 class GitConfig(ConfigSection):
@@ -28,12 +28,7 @@ class GitConfig(ConfigSection):
     allow_force_push: Annotated[bool, Meta(description="Allow push --force / --force-with-lease / +refspec.")] = False
     timeout: Annotated[float, Meta(gt=0, description="Seconds before a git command is stopped.")] = 120.0
     max_output_bytes: Annotated[int, Meta(ge=1024, description="stdout is cut at this size.")] = 512_000
-    sandbox: Annotated[
-        Literal["auto", "required", "off"],
-        Meta(description="Run git in an OS sandbox (bubblewrap): it sees the roots, the system read-only and no "
-                         "persmem data, with a network only for clone/fetch/pull/push. auto: when bwrap works "
-                         "here (else a `persmem doctor` WARN); required: refuse to run without it; off: never."),
-    ] = "auto"
+    sandbox: bubblewrap.SandboxSetting = "auto"  # git has a network only for clone/fetch/pull/push
     max_concurrent_per_agent: Annotated[
         int, Meta(ge=1, description="git operations one agent may run at once; more are refused until one ends.")
     ] = 4

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 from msgspec import Meta
 
-from persmem_core import ConfigSection
+from persmem_core import ConfigSection, bubblewrap
 
 
 class CommandRule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -65,13 +65,7 @@ class ShellConfig(ConfigSection):
     ] = 256_000
     max_read_bytes: Annotated[int, Meta(ge=1024, description="file_read refuses larger files without a line range.")] = 2_000_000
     max_write_bytes: Annotated[int, Meta(ge=1024, description="Largest content file_write accepts.")] = 5_000_000
-    sandbox: Annotated[
-        Literal["auto", "required", "off"],
-        Meta(description="Run every command in an OS sandbox (bubblewrap): it sees only the workspace, "
-                         "read-only system folders, a private /tmp and /proc, no network and no persmem data. "
-                         "auto: when bwrap works here (else a `persmem doctor` WARN); required: refuse to run "
-                         "without it; off: never."),
-    ] = "auto"
+    sandbox: bubblewrap.SandboxSetting = "auto"
     sandbox_read_only: Annotated[
         list[str],
         Meta(description="Extra folders the sandbox shows read-only, for allowed programs installed outside "
