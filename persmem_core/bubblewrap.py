@@ -42,10 +42,12 @@ SandboxSetting = Annotated[
 ]  # the `sandbox` field of every plugin section that runs commands
 
 # What programs need from /etc to run: users, name resolution, time, TLS roots, the linker cache, file(1)'s
-# magic, ssh's client config. Each is bound (read-only, where it exists) at its own path.
+# magic, ssh's client config. Each is bound (read-only, where it exists) at its own path. Never /etc/ssl/private
+# (the child runs as the server's user: as root, it could read TLS keys kept there).
 ETC_ENTRIES = (
     "passwd", "group", "nsswitch.conf", "hosts", "host.conf", "resolv.conf", "gai.conf", "services", "protocols",
-    "localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+    "localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl/certs",
+    "ssl/openssl.cnf", "ca-certificates",
     "ca-certificates.conf", "mime.types", "magic", "magic.mime", "ssh/ssh_config", "ssh/ssh_config.d",
     "os-release", "debian_version", "locale.alias", "papersize",
 )
@@ -88,30 +90,43 @@ def _system_args() -> list[str]:
 
 def command(argv: list[str], confinement: Confinement, cwd: Path) -> list[str]:
     """The bwrap command line that runs `argv` in `cwd` under `confinement`."""
-    writable = sorted({Path(os.path.realpath(p)) for p in confinement.writable}, key=lambda p: len(p.parts))
-    hidden = sorted({Path(os.path.realpath(p)) for p in confinement.hidden}, key=lambda p: len(p.parts))
+    def real_paths(paths) -> list[Path]:
+        return sorted({Path(os.path.realpath(p)) for p in paths}, key=lambda p: len(p.parts))
+
+    writable, read_only, hidden = (real_paths(confinement.writable), real_paths(confinement.read_only),
+                                   real_paths(confinement.hidden))
     args = ["bwrap", *BASE_FLAGS]
     if not confinement.network:
         args.append("--unshare-net")
     args += _system_args()
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(confinement.tmp_bytes), "--tmpfs", "/tmp"]
-    for path in confinement.read_only:
-        real = os.path.realpath(path)
-        args += ["--ro-bind-try", real, real]
-    for path in writable:
-        args += ["--bind", str(path), str(path)]
-    for secret in hidden:  # masked (an empty read-only folder, or /dev/null) where a writable folder shows it
-        if not any(_inside(secret, path) for path in writable):
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(confinement.tmp_bytes), "--tmpfs", "/dev/shm",
+             "--remount-ro", "/dev", "--size", str(confinement.tmp_bytes), "--tmpfs", "/tmp"]
+    for path in read_only:
+        args += ["--ro-bind-try", str(path), str(path)]
+    for path in writable:  # a root that does not exist (yet) is skipped, not an error
+        args += ["--bind-try", str(path), str(path)]
+    shown = [*read_only, *writable]
+    masked: list[Path] = []
+    for secret in hidden:  # an empty read-only folder (or /dev/null) wherever a bound folder shows it
+        if not any(_inside(secret, path) for path in shown) or any(_inside(secret, m) for m in masked):
             continue
-        if secret.is_dir():
-            args += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
-        else:
+        masked.append(secret)
+        if not secret.is_dir():
             args += ["--ro-bind", "/dev/null", str(secret)]
-            for path in writable:  # a workspace inside the hidden folder stays reachable
-                if path != secret and _inside(path, secret):
-                    args += ["--bind", str(path), str(path)]
+            continue
+        args += ["--tmpfs", str(secret)]
+        for path in writable:  # a workspace inside the hidden folder stays reachable
+            if path != secret and _inside(path, secret):
+                args += ["--bind-try", str(path), str(path)]
+        args += ["--remount-ro", str(secret)]  # not recursive: the workspaces bound inside stay writable
     args += ["--chdir", str(cwd), "--", *argv]
     return args
+
+
+def failure(stderr: bytes) -> str | None:
+    """bwrap's own complaint when it could not set the sandbox up (it then exits 1 like a failed command)."""
+    text = stderr.decode("utf-8", "replace")
+    return text.strip()[:300] if text.startswith("bwrap: ") else None
 
 
 @functools.lru_cache(maxsize=1)

@@ -67,27 +67,51 @@ def protocols(prefixes: list[str]) -> str:
     return ":".join(names)
 
 
-def check(prefixes: list[str], entries, operation: str, positionals: list[str], allow_force_push: bool) -> None:
-    """Refuse a network operation whose remote (named, or chosen by the repository's config) is not allowed."""
+def _config(entries) -> dict[str, str]:
+    """Config as git looks it up: section and key case-insensitive, subsection (a branch name) as written;
+    the last value wins."""
+    values = {}
+    for _, key, value in entries:
+        section, _, rest = key.partition(".")
+        middle, _, name = rest.rpartition(".")
+        values[".".join(p for p in (section.lower(), middle, name.lower()) if p)] = value
+    return values
+
+
+def default_remote(entries, operation: str, branch: str | None) -> str:
+    """The remote git uses when none is named: the branch's (push)remote, remote.pushDefault, else origin."""
+    values = _config(entries)
+    keys = []
+    if operation == "push":
+        keys += [f"branch.{branch}.pushremote", "remote.pushdefault"] if branch else ["remote.pushdefault"]
+    if branch:
+        keys.append(f"branch.{branch}.remote")
+    return next((values[key] for key in keys if key in values), "origin")
+
+
+def check(prefixes: list[str], entries, operation: str, positionals: list[str], options: list[str],
+          branch: str | None, allow_force_push: bool) -> None:
+    """Refuse a network operation whose remote (named, or the one git would pick) is not allowed."""
     if not prefixes:
         raise UserError(f"git {operation} needs a remote, and none is allowed: the operator lists allowed remote "
                         "URL prefixes in [git] remotes.")
     names = {".".join(key.split(".")[1:-1]) for _, key, _ in entries
              if key.lower().startswith("remote.") and key.lower().endswith((".url", ".pushurl"))}
     for _, key, value in entries:  # where pull/push go without a remote named: must be a configured remote
-        if REMOTE_CHOICE_KEY.match(key.lower()) and value not in names:
+        if REMOTE_CHOICE_KEY.match(key.lower()) and value not in names and value != ".":  # ".": this repository
             raise UserError(f"this repository's config sets {key} = {value[:200]!r}, which is not one of its "
                             "remotes (a URL or path there bypasses the allowed remotes); refused.")
-    if positionals:
-        name = positionals[0]
+    if "--all" in options:
+        urls = remote_urls(entries)
+    else:
+        name = positionals[0] if positionals else default_remote(entries, operation, branch)
+        if name == "." and not positionals:
+            return  # the branch tracks a local branch: no network
         urls = remote_urls(entries, name)
         if not urls:
             raise UserError(f"{name!r} is not a configured remote of this repository (git remote -v lists them); "
-                            "URLs cannot be given directly.")
-    else:
-        urls = remote_urls(entries)
-        if not urls:
-            raise UserError("this repository has no remote.")
+                            "URLs cannot be given directly." if positionals else
+                            f"this repository has no remote {name!r} to {operation} (name one: args=\"origin\").")
     for url in urls:
         if not allowed(url, prefixes):
             raise UserError(f"remote URL {url!r} is not allowed ([git] remotes: {', '.join(prefixes)}; URLs are "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from persmem_core import UserError
@@ -37,6 +37,9 @@ PATH_KEY = re.compile(
     r"|gpg\.ssh\.(allowedsignersfile|revocationfile)|http(\..+)?\.(sslcert|sslkey|sslcainfo|sslcapath|cookiefile))$")
 # Keys that choose where fetch/pull/push go: each must name a configured remote, not a URL or path.
 REMOTE_CHOICE_KEY = re.compile(r"^(branch\..+\.(remote|pushremote)|remote\.pushdefault)$")
+# git run for reading, as the operation will run it (hardened, in the sandbox): (args, work tree, git dir) ->
+# (exit code, stdout, stderr). Reading the index can start core.fsmonitor, so never plain git.
+GitReader = Callable[[list[str], Path, Path], tuple[int, bytes, str]]
 MAX_ALTERNATES_DEPTH = 5  # git's own limit for chained alternates
 MAX_NESTING = 3  # repositories inside repositories inside repositories
 
@@ -124,25 +127,18 @@ def check_alternates(objects: Path, roots: list[Path], depth: int = 0) -> None:
         check_alternates(target, roots, depth + 1)
 
 
-def _read_config(args: list[str], cwd: Path, env: dict[str, str]) -> list[tuple[str, str, str]]:
-    out = subprocess.run(["git", *args], capture_output=True, cwd=cwd, env=env, timeout=20)
-    if out.returncode != 0:
-        detail = out.stderr.decode(errors="replace").strip()[:500]
-        raise UserError(f"git cannot read this repository's config ({detail}); refused.")
-    fields = out.stdout.decode(errors="replace").split("\0")
+def config_entries(repo: Path, gitdir: Path, git: GitReader) -> list[tuple[str, str, str]]:
+    """(origin, key, value) of every config entry git reads for this repository, asked of git run as the
+    operation will run (system and global config off), includes and worktree config followed."""
+    code, out, err = git(["config", "--list", "--show-origin", "--null"], repo, gitdir)
+    if code != 0:
+        raise UserError(f"git cannot read this repository's config ({err.strip()[:500]}); refused.")
+    fields = out.decode(errors="replace").split("\0")
     entries = []
     for origin, item in zip(fields[0::2], fields[1::2], strict=False):
         key, _, value = item.partition("\n")
         entries.append((origin, key, value))
     return entries
-
-
-def config_entries(repo: Path, gitdir: Path, env: dict[str, str]) -> list[tuple[str, str, str]]:
-    """(origin, key, value) of every config entry git reads for this repository, asked of git run as the
-    operation will run (system and global config off), includes and worktree config followed."""
-    run_env = env | {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)}
-    return _read_config(["-c", f"safe.directory={repo}", "config", "--list", "--show-origin", "--null"],
-                        repo, run_env)
 
 
 def vet_config(entries: list[tuple[str, str, str]], roots: list[Path], repo: Path) -> None:
@@ -153,6 +149,8 @@ def vet_config(entries: list[tuple[str, str, str]], roots: list[Path], repo: Pat
         if not origin.startswith("file:") or not inside(Path(os.path.realpath(where)), roots):
             raise UserError(f"git would read config from {where}, outside the git roots; persmem will not "
                             "operate on this repository.")
+        if key.lower() == "core.worktree" and Path(os.path.realpath(Path(where).parent / value)) == repo:
+            continue  # a checked-out submodule's config names its own work tree (git_op sets the same one)
         if DANGEROUS_KEY.match(key.lower()):
             raise UserError(f"this repository's git config ({where}) sets {key}, which can run a program or "
                             f"redirect git; persmem will not operate on it. If you trust it, remove the key "
@@ -169,15 +167,13 @@ def vet_config(entries: list[tuple[str, str, str]], roots: list[Path], repo: Pat
                             "will not operate on it.")
 
 
-def nested_repositories(repo: Path, gitdir: Path, env: dict[str, str]) -> list[Path]:
+def nested_repositories(repo: Path, gitdir: Path, git: GitReader) -> list[Path]:
     """Folders of the gitlinks in the index (submodules and embedded repositories) that hold a `.git`."""
-    run_env = env | {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)}
-    out = subprocess.run(["git", "-c", f"safe.directory={repo}", "ls-files", "--stage", "-z"], capture_output=True,
-                         cwd=repo, env=run_env, timeout=60)
-    if out.returncode != 0:
+    code, out, _ = git(["ls-files", "--stage", "-z"], repo, gitdir)
+    if code != 0:
         return []  # no index yet, or one git cannot read: the operation itself will say so
     nested = []
-    for record in out.stdout.split(b"\0"):
+    for record in out.split(b"\0"):
         if record.startswith(b"160000 "):
             path = repo / os.fsdecode(record.split(b"\t", 1)[1])
             if os.path.lexists(path / ".git"):
@@ -185,18 +181,18 @@ def nested_repositories(repo: Path, gitdir: Path, env: dict[str, str]) -> list[P
     return nested
 
 
-def vet_repository(repo: Path, roots: list[Path], env: dict[str, str], depth: int = 0) -> tuple[Path, list]:
+def vet_repository(repo: Path, roots: list[Path], git: GitReader, depth: int = 0) -> tuple[Path, list]:
     """Vet `repo` and every repository nested in it; return its git dir and its config entries."""
     gitdir = git_dir(repo, roots)
     common = common_dir(gitdir, roots)
     check_alternates(common / "objects", roots)
-    entries = config_entries(repo, gitdir, env)
+    entries = config_entries(repo, gitdir, git)
     vet_config(entries, roots, repo)
-    for nested in nested_repositories(repo, gitdir, env):
+    for nested in nested_repositories(repo, gitdir, git):
         if depth + 1 > MAX_NESTING:
             raise UserError(f"{nested} is a repository nested more than {MAX_NESTING} deep; refused.")
         try:
-            vet_repository(Path(os.path.realpath(nested)), roots, env, depth + 1)
+            vet_repository(Path(os.path.realpath(nested)), roots, git, depth + 1)
         except UserError as exc:
             raise UserError(f"nested repository {nested.relative_to(repo)} (a submodule git may enter): {exc}") from None
     return gitdir, entries

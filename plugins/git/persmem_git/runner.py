@@ -48,17 +48,43 @@ def git_env(home: Path, agent: str, authors: dict[str, str], protocols: str) -> 
             "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
 
 
-def run_git(args: list[str], *, cwd: Path, env: dict[str, str], safe_dir: Path, timeout: float,
-            max_output: int, confinement: bubblewrap.Confinement | None = None) -> dict:
+def _hardened(args: list[str], safe_dir: Path) -> list[str]:
     argv = ["git", "--no-pager"]
     for item in [*HARDENING, f"safe.directory={safe_dir}"]:
         argv += ["-c", item]
-    argv += args
+    return argv + args
+
+
+def reader(env: dict[str, str], confinement: bubblewrap.Confinement | None, timeout: float):
+    """A repo.GitReader: git with the same hardening and sandbox as the operation (no network), for vetting."""
+    quiet = None if confinement is None else bubblewrap.Confinement(
+        writable=confinement.writable, read_only=confinement.read_only, hidden=confinement.hidden)
+
+    def read(args: list[str], repo: Path, gitdir: Path) -> tuple[int, bytes, str]:
+        argv = _hardened(args, repo)
+        if quiet is not None:
+            argv = bubblewrap.command(argv, quiet, repo)
+        done = run_capped(argv, cwd=repo, env=env | {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)},
+                          timeout=timeout, max_output=64 * 1024 * 1024, stderr_cap=20_000)
+        if done.timed_out or done.truncated:
+            raise UserError(f"vetting {repo} took too long or printed too much (git {args[0]}); refused.")
+        return done.returncode, done.stdout, done.stderr.decode("utf-8", "replace")
+
+    return read
+
+
+def run_git(args: list[str], *, cwd: Path, env: dict[str, str], safe_dir: Path, timeout: float,
+            max_output: int, confinement: bubblewrap.Confinement | None = None) -> dict:
+    argv = _hardened(args, safe_dir)
     if confinement is not None:
         argv = bubblewrap.command(argv, confinement, cwd)
     done = run_capped(argv, cwd=cwd, env=env, timeout=timeout, max_output=max_output, stderr_cap=20_000)
     if done.timed_out:
         raise UserError(f"git {args[0]} did not finish within {timeout:g} s ([git] timeout) and was stopped.")
+    broken = bubblewrap.failure(done.stderr) if confinement is not None and done.returncode == 1 else None
+    if broken:
+        raise UserError(f"the OS sandbox could not be set up, so git did not run ({broken}). Check the [git] roots "
+                        "(`persmem doctor`).")
     result = {"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
               "stderr": done.stderr.decode("utf-8", "replace"), "duration_ms": round(done.duration * 1000, 1)}
     if done.truncated:

@@ -13,7 +13,7 @@ from persmem_core import CallContext, UserError, bubblewrap
 from . import remotes
 from .operations import OPS, parse
 from .repo import inside, resolve_repo, vet_repository
-from .runner import git_env, run_git
+from .runner import git_env, reader, run_git
 
 NAME_RE = re.compile(r"[\w@+][\w./@{}~^:+-]*")
 SUBMODULES_OFF = {"status": ["--ignore-submodules=all"], "diff": ["--ignore-submodules=all"]}
@@ -59,7 +59,7 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         return _finish(operation, repo, run_git(["init", *options], cwd=repo, env=env, safe_dir=repo,
                                                 timeout=cfg.timeout, max_output=cfg.max_output_bytes,
                                                 confinement=confinement))
-    gitdir, entries = vet_repository(repo, roots, env)
+    gitdir, entries = vet_repository(repo, roots, reader(env, confinement, cfg.timeout))
     env |= {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)}
 
     path_args = list(paths)
@@ -73,7 +73,7 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         if not inside(real, [repo]) or "\x00" in path:
             raise UserError(f"path {path!r} is outside the repository; refused.")
     if op.network:
-        remotes.check(cfg.remotes, entries, operation, positionals, cfg.allow_force_push)
+        remotes.check(cfg.remotes, entries, operation, positionals, options, _branch(gitdir), cfg.allow_force_push)
     if operation == "commit" and not any(o.startswith(("-m", "--message")) for o in options) and "--no-edit" not in options:
         raise UserError("commit needs a message: args=\"-m 'what changed'\" (there is no editor here).")
     options = SUBMODULES_OFF.get(operation, []) + options
@@ -83,6 +83,15 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         argv = [operation, *options, *positionals] + (["--", *paths] if paths else [])
     return _finish(operation, repo, run_git(argv, cwd=repo, env=env, safe_dir=repo, timeout=cfg.timeout,
                                             max_output=cfg.max_output_bytes, confinement=confinement))
+
+
+def _branch(gitdir: Path) -> str | None:
+    """The checked-out branch (None when HEAD is detached or unreadable)."""
+    try:
+        head = (gitdir / "HEAD").read_text(errors="replace").strip()
+    except OSError:
+        return None
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
 
 
 def _confinement(cfg, roots: list[Path], hidden: list[Path], network: bool,

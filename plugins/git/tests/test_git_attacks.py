@@ -259,3 +259,46 @@ def test_huge_output_is_cut_not_an_error(op, roots):
     git("commit", "-q", "-m", "big", cwd=repo)
     result = op("show", repo.name, "HEAD")
     assert result["truncated"] and len(result["stdout"]) <= 512_000 and "narrow it" in result["note"]
+
+
+# -- ordinary work that the vetting must not refuse ------------------------------------------------------
+
+def test_a_checked_out_submodule_is_vetted_and_accepted(op, roots):
+    bare, _ = _seeded_remote(roots, "sublib")
+    parent = roots / "ws" / "with-submodule"
+    git("init", "-q", str(parent))
+    git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(bare), "lib", cwd=parent)
+    git("commit", "-q", "-m", "add lib", cwd=parent)
+    assert "worktree = " in (parent / ".git" / "modules" / "lib" / "config").read_text()
+    assert "add lib" in op("log", parent.name, "--oneline")["stdout"]
+    assert op("status", parent.name, "--porcelain")["stdout"] == ""
+
+
+def test_fetch_without_a_remote_name_checks_only_the_remote_git_would_use(op, roots):
+    bare, seed = _seeded_remote(roots, "onlyused")
+    op("clone", "onlyused-clone", clone_url=str(bare))
+    clone = roots / "ws" / "onlyused-clone"
+    git("remote", "add", "mirror", "https://elsewhere.example/x.git", cwd=clone)  # never used by a plain pull
+    assert op("pull", "onlyused-clone", "--ff-only")["returncode"] == 0
+    with pytest.raises(ToolCallError, match="is not allowed"):
+        op("fetch", "onlyused-clone", "--all")
+    git("config", "branch.main.remote", ".", cwd=clone)  # tracking a local branch: allowed, no network
+    git("config", "branch.main.merge", "refs/heads/main", cwd=clone)
+    assert op("pull", "onlyused-clone", "--ff-only")["returncode"] == 0
+
+
+def test_the_vetting_reads_with_the_same_hardening_as_the_operation(roots):
+    """Between vetting the config and reading the index, a command in the shell sandbox could rewrite
+    .git/config; the vetting's own git (ls-files reads the index, which starts core.fsmonitor) must then run
+    nothing either."""
+    from persmem_git.runner import git_env, reader
+
+    repo = roots / "ws" / "raced"
+    git("init", "-q", str(repo))
+    (repo / "a.txt").write_text("a\n")
+    git("add", "a.txt", cwd=repo)
+    marker = roots / "pwned-vetting-fsmonitor"
+    git("config", "core.fsmonitor", f"sh -c 'id > {marker}'", cwd=repo)  # as if written in the race window
+    read = reader(git_env(roots / "ws", "kite", {}, "https"), None, 20)
+    code, out, _ = read(["ls-files", "--stage", "-z"], repo, repo / ".git")
+    assert code == 0 and b"a.txt" in out and not marker.exists()

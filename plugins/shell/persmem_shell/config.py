@@ -35,7 +35,7 @@ DEFAULT_ALLOW: dict[str, CommandRule] = {
     "cmp": CommandRule(), "sha256sum": CommandRule(), "md5sum": CommandRule(), "sha1sum": CommandRule(),
     # Following symlinks while recursing could read outside the workspace through a link inside it.
     "grep": CommandRule(deny=["-R", "--dereference-recursive"]),
-    "rg": CommandRule(deny=["--pre", "--pre-glob", "-z", "--search-zip", "-L", "--follow"]),
+    "rg": CommandRule(deny=["--pre", "--pre-glob", "-z", "--search-zip", "-L", "--follow", "--hostname-bin"]),
     "sort": CommandRule(deny=["-o", "--output", "--compress-program", "-T", "--temporary-directory"]),
     "find": CommandRule(deny=["-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
                               "-fls", "-L", "-follow"]),

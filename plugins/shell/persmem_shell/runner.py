@@ -54,8 +54,13 @@ def run(argv: list[str], cwd: Path, home: Path, timeout: float, max_output: int,
     if shutil.which(argv[0], path=env["PATH"]) is None:
         raise UserError(f"{argv[0]!r} is allowed but not installed on this machine.")
     if confinement is not None:
-        return _run(bubblewrap.command([*NICE, *argv], confinement, cwd), argv, cwd, env | {"TMPDIR": "/tmp"},
-                    timeout, max_output)
+        result = _run(bubblewrap.command([*NICE, *argv], confinement, cwd), argv, cwd, env | {"TMPDIR": "/tmp"},
+                      timeout, max_output)
+        broken = bubblewrap.failure(result["stderr"].encode()) if result["returncode"] == 1 else None
+        if broken:
+            raise UserError(f"the OS sandbox could not be set up, so nothing ran ({broken}). Check the [shell] roots "
+                            "and sandbox_read_only folders (`persmem doctor`).")
+        return result
     with private_tmp(home, max_age=timeout + 3600) as tmp:
         return _run([*NICE, *argv], argv, cwd, env | {"TMPDIR": str(tmp)}, timeout, max_output)
 
