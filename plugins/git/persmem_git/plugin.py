@@ -15,6 +15,11 @@ def settings(host):
     cfg = host.section("git")
     roots = [Path(os.path.realpath(Path(r).expanduser())) for r in cfg.roots] or \
         [Path(os.path.realpath(host.data_dir("workspace")))]
+    if Path("/") in roots:
+        from persmem_core import UserError
+
+        raise UserError("[git] roots contains / : that would make every repository on the machine reachable. List "
+                        "the project folders instead.")
     home = host.data_dir("git") / "empty-home"
     home.mkdir(exist_ok=True)
     return cfg, roots, home

@@ -19,7 +19,7 @@ from pathlib import Path
 from persmem_core import UserError
 
 from .config import CommandRule
-from .sandbox import Sandbox, refuse_git_folder
+from .sandbox import Sandbox, check_length, refuse_git_folder
 
 
 # Options that read the names of further files to open from a file (or stdin), per program.
@@ -108,15 +108,17 @@ def check_paths(argv: list[str], sandbox: Sandbox, cwd: Path) -> None:
     outside); so must a path attached to an option (--file=/x, -f/x). A path to a device, FIFO or socket is
     refused: reading one never ends (/dev/zero) or waits forever."""
     for arg in argv[1:]:
-        if arg.startswith("-"):  # a path may hide in an option's value: --file=/x, -f/x
+        if arg.startswith("-"):  # a path may hide in an option's value: --file=/x, -f/x, --file=link
             value = arg.split("=", 1)[1] if "=" in arg else "" if arg.startswith("--") else arg[2:]
-            candidates = [value] if "/" in value or ".." in value or value.startswith("~") else []
+            candidates = [value] if ("/" in value or ".." in value or value.startswith("~")
+                                     or (value and os.path.lexists(cwd / value))) else []
         else:
             candidates = [arg] if ("/" in arg or arg == ".." or arg.startswith("~")
                                    or os.path.lexists(cwd / arg)) else []
         for candidate in candidates:
             if candidate.startswith("~"):
                 raise UserError(f"{arg!r}: '~' is not expanded (there is no shell); use a path in the workspace.")
+            check_length(candidate)
             real = Path(os.path.realpath(cwd / candidate))
             if "\x00" in candidate or not sandbox.contains(real):
                 raise UserError(f"argument {arg!r} points outside the workspace ({sandbox.describe()}); "

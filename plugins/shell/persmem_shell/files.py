@@ -6,7 +6,8 @@ import contextlib
 import difflib
 import errno
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 
 from persmem_core import UserError
@@ -58,17 +59,19 @@ def write(sandbox: Sandbox, path: str, content: str, mkdir: bool, max_bytes: int
     target = sandbox.for_write(path)
     refuse_git_folder(target, sandbox, path)
     with _clear_os_errors(path):
-        if not target.parent.is_dir():
-            if not mkdir:
-                raise UserError(f"folder {target.parent} does not exist; pass mkdir=true to create it.")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target = sandbox.for_write(path)  # re-check now that the folders exist
-        if target.is_dir() and not target.is_symlink():
-            raise UserError(f"{path!r} is a folder; give a file name.")
-        existed = os.path.lexists(target)
-        mode = os.lstat(target).st_mode & 0o777 if existed and not target.is_symlink() else 0o644
-        _atomic_replace(target, data, mode)
-    return {"status": "written", "path": str(target), "bytes": len(data), "created": not existed}
+        folder = sandbox.open_folder(target.parent, path, create=mkdir)
+        try:
+            try:
+                existing = os.stat(target.name, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:
+                existing = None
+            if existing is not None and stat.S_ISDIR(existing.st_mode):
+                raise UserError(f"{path!r} is a folder; give a file name.")
+            mode = existing.st_mode & 0o777 if existing is not None and stat.S_ISREG(existing.st_mode) else 0o644
+            _atomic_replace(folder, target.name, data, mode)
+        finally:
+            os.close(folder)
+    return {"status": "written", "path": str(target), "bytes": len(data), "created": existing is None}
 
 
 @contextlib.contextmanager
@@ -83,28 +86,23 @@ def _clear_os_errors(path: str):
         raise UserError(f"cannot write {path!r}: {reason}; nothing was changed.") from None
 
 
-def _atomic_replace(target: Path, data: bytes, mode: int) -> None:
-    """Write a temp file beside the target, fsync, rename over the target name (a symlink there is replaced,
-    not followed), fsync the folder."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".persmem-", suffix=".tmp")  # short: any name fits
+def _atomic_replace(folder: int, name: str, data: bytes, mode: int) -> None:
+    """Write a temp file in the folder (a descriptor: no path is looked up again), fsync, rename it over `name`
+    (a symlink there is replaced, not followed), fsync the folder."""
+    tmp = f".persmem-{secrets.token_hex(6)}.tmp"  # short: any target name fits
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
         raise
-    dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    os.fsync(folder)
 
 
 def patch(sandbox: Sandbox, path: str, old_text: str, new_text: str, max_bytes: int) -> dict:
@@ -124,7 +122,12 @@ def patch(sandbox: Sandbox, path: str, old_text: str, new_text: str, max_bytes: 
     target = sandbox.for_write(path)
     refuse_git_folder(target, sandbox, path)
     with _clear_os_errors(path):
-        _atomic_replace(target, updated.encode("utf-8"), os.stat(real).st_mode & 0o777)
+        folder = sandbox.open_folder(target.parent, path)
+        try:
+            mode = os.stat(target.name, dir_fd=folder, follow_symlinks=False).st_mode
+            _atomic_replace(folder, target.name, updated.encode("utf-8"), mode & 0o777 if stat.S_ISREG(mode) else 0o644)
+        finally:
+            os.close(folder)
     line = text[: text.index(old_text)].count("\n") + 1
     return {"status": "patched", "path": str(target), "line": line,
             "diff": "".join(difflib.unified_diff(text.splitlines(True), updated.splitlines(True),

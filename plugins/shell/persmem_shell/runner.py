@@ -2,7 +2,8 @@
 output cap and process-group kill are persmem_core.children's.
 
 With a `Confinement`, the command runs inside bubblewrap (persmem_core.bubblewrap) with its own /tmp;
-without one, its TMPDIR is a fresh folder in the workspace, removed when the command ends (kill included).
+without one, its TMPDIR is a fresh folder in the plugin's data folder, removed when the command ends (kill
+included).
 Commands run at a lower CPU priority (nice 10), so a busy command does not slow the server's other work.
 """
 
@@ -19,7 +20,6 @@ from persmem_core import UserError, bubblewrap
 from persmem_core.children import run_capped
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
-TMP_FOLDER = ".persmem-tmp"  # per-command TMPDIRs when there is no OS sandbox
 NICE = ("nice", "-n", "10")
 
 
@@ -30,26 +30,27 @@ def child_env(home: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def private_tmp(workspace: Path, max_age: float) -> Iterator[Path]:
-    """A fresh TMPDIR inside the workspace, removed afterwards; leftovers of a server killed mid-command
-    (older than `max_age` seconds) are removed too."""
-    parent = workspace / TMP_FOLDER
-    parent.mkdir(mode=0o700, exist_ok=True)
+def private_tmp(folder: Path, max_age: float) -> Iterator[Path]:
+    """A fresh TMPDIR in `folder` (the plugin's own, where no agent can plant a link), removed afterwards;
+    leftovers of a server killed mid-command (older than `max_age` seconds) are removed too."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     now = time.time()
-    for old in parent.iterdir():
+    for old in folder.iterdir():
         with contextlib.suppress(OSError):
             if now - old.lstat().st_mtime > max_age:
                 shutil.rmtree(old, ignore_errors=True)
-    folder = parent / secrets.token_hex(8)
-    folder.mkdir(mode=0o700)
+    tmp = folder / secrets.token_hex(8)
+    tmp.mkdir(mode=0o700)
     try:
-        yield folder
+        yield tmp
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run(argv: list[str], cwd: Path, home: Path, timeout: float, max_output: int,
-        confinement: bubblewrap.Confinement | None = None) -> dict:
+        confinement: bubblewrap.Confinement | None = None, tmp_folder: Path | None = None) -> dict:
+    """Run `argv` in `cwd` with HOME=`home`: in the sandbox with its own /tmp, or else with a TMPDIR made in
+    `tmp_folder` and removed when the command ends."""
     env = child_env(home)
     if shutil.which(argv[0], path=env["PATH"]) is None:
         raise UserError(f"{argv[0]!r} is allowed but not installed on this machine.")
@@ -61,7 +62,7 @@ def run(argv: list[str], cwd: Path, home: Path, timeout: float, max_output: int,
             raise UserError(f"the OS sandbox could not be set up, so nothing ran ({broken}). Check the [shell] roots "
                             "and sandbox_read_only folders (`persmem doctor`).")
         return result
-    with private_tmp(home, max_age=timeout + 3600) as tmp:
+    with private_tmp(tmp_folder, max_age=timeout + 3600) as tmp:
         return _run([*NICE, *argv], argv, cwd, env | {"TMPDIR": str(tmp)}, timeout, max_output)
 
 

@@ -10,6 +10,7 @@ and the config file. A root inside the home (the default, <home>/workspace) is s
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -27,6 +28,9 @@ def _inside(path: Path, folder: Path) -> bool:
 class Sandbox:
     def __init__(self, roots: list[Path], hidden: list[Path] = ()):
         self.roots = [Path(os.path.realpath(r)) for r in roots]
+        if Path("/") in self.roots:
+            raise UserError("[shell] roots contains / : that would make the whole machine the workspace. List the "
+                            "project folders instead.")
         self.hidden = [Path(os.path.realpath(h)) for h in hidden]
 
     @property
@@ -83,11 +87,44 @@ class Sandbox:
             raise self._outside(path)
         return target
 
-    def open_regular(self, path: str) -> tuple[int, Path]:
-        """Open an existing regular file for reading; FIFOs, devices and folders are refused, never waited on."""
-        real = self.resolve(path)
+    def open_folder(self, real: Path, path: str, create: bool = False) -> int:
+        """A file descriptor of the folder `real` (resolved and checked), opened one name at a time from its
+        root without following links: if a folder on the way was swapped for a symlink after the check, the
+        open fails instead of leaving the workspace. With `create`, missing folders are made on the way."""
+        root = max((r for r in self.roots if _inside(real, r)), key=lambda r: len(r.parts), default=None)
+        if root is None:
+            raise self._outside(path)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            for name in real.relative_to(root).parts:
+                try:
+                    child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise UserError(f"folder {real} does not exist; pass mkdir=true to create it.") from None
+                    os.mkdir(name, dir_fd=fd)
+                    child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    raise UserError(f"{path!r}: {name!r} is not a folder, or was swapped for a link while it was "
+                                    "being opened; refused.") from None
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def open_regular(self, path: str) -> tuple[int, Path]:
+        """Open an existing regular file for reading; FIFOs, devices and folders are refused, never waited on.
+        Opened relative to its folder's descriptor, never through a link (see open_folder)."""
+        real = self.resolve(path)
+        if real in self.roots:
+            raise UserError(f"{path!r} is a folder; shell_exec with `ls` lists it.")
+        folder = self.open_folder(real.parent, path)
+        try:
+            fd = os.open(real.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
         except FileNotFoundError:
             raise UserError(f"{path!r} does not exist (looked for {real}).") from None
         except IsADirectoryError:
@@ -95,7 +132,11 @@ class Sandbox:
         except PermissionError:
             raise UserError(f"{path!r}: permission denied.") from None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UserError(f"{path!r} was swapped for a link while it was being opened; refused.") from None
             raise UserError(f"{path!r} cannot be opened: {exc.strerror}.") from None
+        finally:
+            os.close(folder)
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             os.close(fd)
@@ -111,8 +152,12 @@ def git_folder(real: Path, sandbox: Sandbox) -> Path | None:
     roots = [root for root in sandbox.roots if _inside(real, root)]
     folder = real
     while True:
-        if folder.name == ".git" or (folder.is_dir() and (folder / "HEAD").is_file()
-                                     and (folder / "objects").is_dir() and (folder / "refs").is_dir()):
+        try:
+            looks_like_git = folder.name == ".git" or (folder.is_dir() and (folder / "HEAD").is_file() and
+                                                       (folder / "objects").is_dir() and (folder / "refs").is_dir())
+        except OSError:  # a name too long, a folder we may not read: not a git folder we could use
+            looks_like_git = False
+        if looks_like_git:
             return folder
         if folder in roots or folder.parent == folder:
             return None

@@ -65,7 +65,7 @@ def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallC
                         "read it; nothing was run. Install bubblewrap ([shell] sandbox), or use a workspace "
                         "beside the data folder.")
     result = run(with_forced_options(argv), cwd, ws.sandbox.home, float(timeout), config.max_output_bytes,
-                 confinement)
+                 confinement, tmp_folder=call.host.data_dir("shell") / "tmp")
     return result | {"workdir": str(cwd), "sandboxed": confinement is not None}
 
 

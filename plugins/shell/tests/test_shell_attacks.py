@@ -91,6 +91,70 @@ def test_a_new_file_under_a_linked_folder_is_refused(call, ws):
     assert not (ws.parent / "outside" / "planted.txt").exists()
 
 
+def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(server, ws):
+    """A race: `d` flips between a real folder and a link out of the workspace (as a checkout of two
+    branches would) while file_write and file_read go through it. The check sees a folder; the open must not
+    then follow a link."""
+    import threading
+
+    outside = ws.parent / "outside"
+    race = ws / "race"
+    race.mkdir()
+    (race / "real").mkdir()
+    (race / "real" / "secret.txt").write_text("inside\n")
+    os.symlink(outside, race / "link")
+    stop = threading.Event()
+
+    flips = []
+
+    def flip():
+        while not stop.is_set():
+            for source in ("real", "link"):
+                os.rename(race / source, race / "d")
+                time.sleep(0.0005)
+                os.rename(race / "d", race / source)
+                flips.append(source)
+
+    async def hammer():
+        outcomes = []
+        async with server.client("kite") as client:
+            for i in range(150):
+                outcomes.append(await client.call_tool("file_write", {"path": "race/d/x.txt", "content": f"{i}\n",
+                                                                      "mkdir": False}))
+                outcomes.append(await client.call_tool("file_read", {"path": "race/d/secret.txt"}))
+        return outcomes
+
+    flipper = threading.Thread(target=flip, daemon=True)
+    flipper.start()
+    try:
+        outcomes = anyio.run(hammer)
+    finally:
+        stop.set()
+        flipper.join()
+    assert not (outside / "x.txt").exists() and len(flips) > 100  # the flipping went on all along
+    for outcome in outcomes:
+        text = outcome.content[0].text
+        assert "TOP SECRET" not in text and "internal error" not in text, text
+
+
+def test_an_option_value_naming_a_link_out_is_refused(call, ws):
+    os.symlink(ws.parent / "outside" / "secret.txt", ws / "patterns")
+    try:
+        with pytest.raises(ToolCallError, match="outside the workspace"):
+            call("shell_exec", command="grep --file=patterns notes.txt")
+    finally:
+        (ws / "patterns").unlink()
+
+
+def test_a_root_of_slash_is_refused(tmp_path_factory):
+    server = start(tmp_path_factory, "slashhome", {"roots": ["/"]})
+    try:
+        with pytest.raises(ToolCallError, match="roots contains / "):
+            server.call_tool("shell_exec", {"command": "ls"}, agent="kite")
+    finally:
+        server.stop()
+
+
 def test_ls_cannot_follow_links_while_listing(call):
     with pytest.raises(ToolCallError, match="denies -L"):
         call("shell_exec", command="ls -RL .")
@@ -138,15 +202,16 @@ def test_temporary_files_are_private_bounded_and_gone_after_a_kill(wide_open, ws
     assert result["timed_out"] and result["stdout"].startswith("refused: No space left")  # tmp_max_bytes 8 MB
     assert (ws / "tmpdir-boxed").read_text() == "/tmp"
     assert not any(name.startswith("persmem-fill-") for name in os.listdir("/tmp"))  # never on the host's /tmp
-    assert not (ws / ".persmem-tmp").exists()
+    assert not (wide_open.home / "shell" / "tmp").exists() or not any((wide_open.home / "shell" / "tmp").iterdir())
 
 
-def test_without_the_sandbox_temporary_files_stay_in_the_workspace_and_are_removed(unsandboxed, ws):
+def test_without_the_sandbox_temporary_files_are_private_and_removed_after_a_kill(unsandboxed, ws):
     (ws / "fill.py").write_text(FILL_TMP)
     result = run(unsandboxed, "python3 fill.py plain 5", timeout=3)
     assert result["timed_out"] and result["stdout"].startswith("wrote all") and not result["sandboxed"]
-    assert (ws / "tmpdir-plain").read_text().startswith(str(ws / ".persmem-tmp") + "/")
-    assert list((ws / ".persmem-tmp").iterdir()) == []  # removed when the command was killed
+    tmp_folder = unsandboxed.home / "shell" / "tmp"  # the plugin's own: no agent can plant a link there
+    assert (ws / "tmpdir-plain").read_text().startswith(str(tmp_folder) + "/")
+    assert list(tmp_folder.iterdir()) == []  # removed when the command was killed
 
 
 # -- the OS sandbox alone, with the allowlist opened wide ----------------------------------------------
@@ -187,9 +252,9 @@ def test_a_root_that_contains_the_data_folder_still_hides_the_data(tmp_path_fact
             with pytest.raises(ToolCallError, match="outside the workspace"):
                 server.call_tool(tool, args, agent="kite")
         if bubblewrap.problem() is None:
-            hidden = server.call_tool("shell_exec", {"command": "sh -c 'cat persmem-home/agents.json; ls persmem-home'"},
-                                      agent="kite")
-            assert "token_sha256" not in hidden["stdout"] and "agents.json" not in hidden["stdout"]
+            hidden = server.call_tool("shell_exec", {"command": "sh -c 'cat project.txt; cat persmem-home/agents.json; "
+                                                                "ls -A persmem-home; echo listed'"}, agent="kite")
+            assert hidden["sandboxed"] and hidden["stdout"] == "work\nlisted\n", hidden  # ran, saw an empty folder
         assert server.call_tool("file_read", {"path": "project.txt"}, agent="kite")["content"] == "work\n"
         doctor = subprocess.run([sys.executable, "-m", "persmem_core", "doctor"], env=server.env, capture_output=True,
                                 text=True, timeout=60).stdout
@@ -275,6 +340,7 @@ def test_an_argument_too_long_for_the_kernel_is_a_clear_error(call):
     ("file_read", {"path": "n" * 300}),
     ("file_patch", {"path": "d/" + "n" * 256, "old_text": "a"}),
     ("shell_exec", {"command": "ls", "workdir": "w" * 300}),
+    ("shell_exec", {"command": "cat " + "c" * 300 + "/x"}),
     ("file_write", {"path": "/".join(["d"] * 2100), "content": "x"}),
 ])
 def test_over_long_names_are_clear_errors(call, tool, args):
