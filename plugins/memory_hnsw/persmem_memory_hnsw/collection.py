@@ -91,7 +91,7 @@ class Collection:
         self.lock = rwlock.RWLockWrite()
         self.log = RecordLog(self.folder / LOG_NAME)
         self.memories: dict[str, Head] = {}  # live memories' heads; texts and histories stay in the log
-        self.by_hash: dict[int, str] = {}  # dedup_key(project, content hash) -> id
+        self.by_hash: dict[int, str] = {}  # dedup_key(project, author, content hash) -> id
         self.row_of: dict[str, int] = {}
         self.at_row: list[Head | None] = []
         self._strings: dict[str, str] = {}  # one copy of each project, type, author and tag
@@ -312,17 +312,19 @@ class Collection:
         results, puts, pending = [], [], []
         with self.lock.gen_wlock():
             now = time.time()
-            batch_hashes: dict[tuple[str, str], str] = {}
+            batch_hashes: dict[tuple[str, str, str], str] = {}
             for item, vecs in zip(items, embedded, strict=True):
                 digest = content_hash(item.content)
+                owner = item.author or author
                 if item.memory_id and item.memory_id in self.memories:
                     raise UserError(f"memory id {item.memory_id!r} already exists; use memory_update to change it.")
                 if dedup:
-                    same = self._exact_duplicate(item.project, digest) or batch_hashes.get((item.project, digest))
+                    same = (self._exact_duplicate(item.project, owner, digest)
+                            or batch_hashes.get((item.project, owner, digest)))
                     if same:
                         results.append({"status": "duplicate", "id": same, "match": "exact"})
                         continue
-                    near = self._near_duplicate(item.project, item.content, vecs)
+                    near = self._near_duplicate(item.project, owner, item.content, vecs)
                     if near is not None:
                         results.append({"status": "duplicate", "id": near[0], "match": "near",
                                         "similarity": round(near[1], 4)})
@@ -335,7 +337,7 @@ class Collection:
                                 tags=item.tags, author=item.author or author, editor=item.author or author,
                                 collection=self.name, created=created, updated=created, content_hash=digest,
                                 context=item.context, labels=labels)
-                batch_hashes[(item.project, digest)] = memory_id
+                batch_hashes[(item.project, owner, digest)] = memory_id
                 puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
                 pending.append((memory, vecs))
                 results.append({"status": "stored", "id": memory_id, "chunks": len(labels)})
@@ -356,16 +358,17 @@ class Collection:
         self.changes_since_save += len(puts)
         self._maintain()
 
-    def _exact_duplicate(self, project: str, digest: str) -> str | None:
-        memory_id = self.by_hash.get(dedup_key(project, digest))
+    def _exact_duplicate(self, project: str, author: str, digest: str) -> str | None:
+        memory_id = self.by_hash.get(dedup_key(project, author, digest))
         if memory_id is None:
             return None
-        memory = self._load(memory_id)  # confirm: the key is a 64-bit digest of (project, hash)
-        return memory_id if memory.project == project and memory.content_hash == digest else None
+        memory = self._load(memory_id)  # confirm: the key is a 64-bit digest of (project, author, hash)
+        same = memory.project == project and memory.author == author and memory.content_hash == digest
+        return memory_id if same else None
 
-    def _near_duplicate(self, project: str, content: str, vecs: np.ndarray) -> tuple[str, float] | None:
-        """A near duplicate is close in meaning (cosine >= dedup_threshold) *and* in words (Jaccard >= 0.9 on
-        word sets): "step 2" and "step 3" embed almost alike but are different facts."""
+    def _near_duplicate(self, project: str, author: str, content: str, vecs: np.ndarray) -> tuple[str, float] | None:
+        """A near duplicate, by the same author, is close in meaning (cosine >= dedup_threshold) *and* in words
+        (Jaccard >= 0.9 on word sets): "step 2" and "step 3" embed almost alike but are different facts."""
         if len(vecs) != 1 or self.vectors.live == 0 or self.config.dedup_threshold >= 1.0:
             return None
         code = self.projects.code.get(project)
@@ -375,7 +378,8 @@ class Collection:
         for label, sim in zip(labels, sims, strict=True):
             row = int(self._label_row[label])
             head = self.at_row[row] if row >= 0 else None
-            if head is not None and head.project == project and head.n_labels == 1 and sim >= self.config.dedup_threshold:
+            if (head is not None and head.project == project and head.author == author and head.n_labels == 1
+                    and sim >= self.config.dedup_threshold):
                 if _jaccard(content, self._load(head.id).content) >= 0.9:
                     return head.id, float(sim)
         return None

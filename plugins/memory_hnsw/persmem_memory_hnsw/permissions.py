@@ -40,16 +40,14 @@ def check_change(editors: dict[str, list[str]], editor: str, memory: Head, actio
                         f"[memory] editors = {{{editor} = [\"{author}\"]}}.")
 
 
-def check_bootstrap_owner(memory: Head, agent: str) -> None:
+def check_bootstrap_owner(memory: Head, agent: str, suggestion: str) -> None:
     """bootstrap_update overwrites only the caller's own entries, whatever the grants."""
     if memory.author != agent:
         raise UserError(f"entry {memory.id!r} was written by {memory.author!r}; bootstrap_update changes only your own "
-                        f"entries. Pick another entry_id, e.g. \"{agent}-identity\".")
+                        f"entries. Pick another entry_id, e.g. \"{suggestion}\".")
 
 
-def pinned_for(editors: dict[str, list[str]], agent: str, memory: Head) -> bool:
-    """Whether chorus_init pins this bootstrap entry into `agent`'s session: the agent's own, or one tagged with
-    its name or "all" by an author granted as editor over it (an operator's directive for everyone)."""
-    if memory.author == agent:
-        return True
-    return (agent in memory.tags or "all" in memory.tags) and may_edit(editors, memory.author, agent)
+def pinned_for(agent: str, memory: Head) -> bool:
+    """Whether chorus_init pins this bootstrap entry into `agent`'s session: only the agent's own. No grant and
+    no tag lets one agent put an identity or directive into another's session."""
+    return memory.author == agent

@@ -60,7 +60,7 @@ class Head(msgspec.Struct, kw_only=True, gc=False):
     chars: int
     first_label: int
     n_labels: int
-    dedup_key: int  # (project, content hash) folded to 64 bits; a match is confirmed against the log
+    dedup_key: int  # (project, author, content hash) folded to 64 bits; a match is confirmed against the log
 
     @property
     def labels(self) -> list[int]:
@@ -78,11 +78,14 @@ def head_of(memory: Memory, strings: dict[str, str]) -> Head:
     return Head(id=memory.id, project=one(memory.project), type=one(memory.type), author=one(memory.author),
                 tags=tuple(one(t) for t in memory.tags), created=memory.created, updated=memory.updated,
                 version=memory.version, chars=len(memory.content), first_label=labels[0] if labels else 0,
-                n_labels=len(labels), dedup_key=dedup_key(memory.project, memory.content_hash))
+                n_labels=len(labels), dedup_key=dedup_key(memory.project, memory.author, memory.content_hash))
 
 
-def dedup_key(project: str, digest: str) -> int:
-    return int.from_bytes(hashlib.blake2b(f"{project}\0{digest}".encode(), digest_size=8).digest(), "little")
+def dedup_key(project: str, author: str, digest: str) -> int:
+    """Duplicates are looked for among one author's memories only: answering "duplicate" with another agent's
+    memory would hand the caller a memory it cannot change and its author can rewrite."""
+    return int.from_bytes(hashlib.blake2b(f"{project}\0{author}\0{digest}".encode(), digest_size=8).digest(),
+                          "little")
 
 
 class Put(msgspec.Struct, tag="put", kw_only=True):

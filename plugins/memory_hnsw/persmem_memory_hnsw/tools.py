@@ -15,7 +15,7 @@ from persmem_core import CallContext, UserError
 
 from .collection import CONTEXT_CHARS_PER_SIDE, Filters, NewMemory, neighbour_contexts
 from .permissions import BOOTSTRAP_TYPES, check_bootstrap_owner, pinned_for
-from .records import public, public_version
+from .records import new_id, public, public_version
 
 MAX_TOP_K = 20
 
@@ -259,16 +259,14 @@ def memory_list_collections(call: CallContext = None) -> dict:
 def chorus_init(agent: str = "", project: str = "general", call: CallContext = None) -> dict:
     """Call once at the start of a session: returns your pinned identity and directive entries, your unread
     messages (from the mail plugin, if installed) and the last 3 handoff memories of `project`.
-    Pinned are the entries you wrote (bootstrap_update), and those tagged with your name or "all" by an
-    operator granted over you ([memory] editors); never another agent's.
+    Pinned are only the identity and directive entries you wrote (bootstrap_update); never another agent's.
     `agent` may be left empty: you are the calling agent (a different name is refused)."""
     if agent and agent != call.agent:
         raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {agent!r}'s session.")
     me = call.agent
     service = _service(call)
     col = service.collection("memories")
-    editors = _editors(call)
-    pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(editors, me, m))
+    pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(me, m))
     handoffs = col.recent(types={"handoff"}, project=project, limit=3)
     inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
     return {
@@ -280,6 +278,15 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     }
 
 
+def _free_id(col, base: str, agent: str) -> str:
+    """`base`, or `base-2`, `base-3`...: the first that is free or already `agent`'s own."""
+    for n in range(1, 1000):
+        candidate = base if n == 1 else f"{base}-{n}"
+        if candidate not in col.memories or col.memories[candidate].author == agent:
+            return candidate
+    return f"{base}-{new_id()}"
+
+
 def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: str = "identity",
                      project: str = "triad", call: CallContext = None) -> dict:
     """Create or overwrite one of your bootstrap entries (identity, directive, ...) that chorus_init returns to
@@ -289,7 +296,7 @@ def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: st
     tag_list = _tags(tags)
     existing = col.memories.get(entry_id)
     if existing is not None:
-        check_bootstrap_owner(existing, call.agent)
+        check_bootstrap_owner(existing, call.agent, _free_id(col, f"{call.agent}-{entry_type}", call.agent))
         # No grants here: bootstrap_update never changes another agent's entry (also re-checked under the lock).
         memory = col.update(entry_id, editor=call.agent, editors={}, content=content, tags=tag_list,
                             type=_label(entry_type, "entry_type"), project=_label(project, "project"))

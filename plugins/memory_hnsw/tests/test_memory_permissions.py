@@ -127,96 +127,30 @@ def test_chorus_init_of_wren_never_pins_an_entry_kite_wrote(server):
          entry_type="directive")
 
     wren = {p["id"]: p["author"] for p in call(server, "chorus_init", "wren")["pinned"]}
-    assert "kite" not in wren.values()
-    assert {"house-rules", "owl-for-wren", "owl-for-all"} <= set(wren)  # from editors granted over wren
+    assert set(wren.values()) <= {"wren"}  # not kite's, and no grant (owl, operator) reaches into a session
     kite = {p["id"] for p in call(server, "chorus_init", "kite")["pinned"]}
-    assert {"kite-for-wren", "kite-for-all", "kite-planted", "house-rules"} <= kite  # its own, and the operator's
-    assert "owl-for-all" not in kite  # owl is granted over wren only
+    assert {"kite-for-wren", "kite-for-all", "kite-planted"} <= kite and "house-rules" not in kite
 
 
-# -- hiding who made a change -----------------------------------------------------------------------------
-
-def test_history_records_who_made_each_version(server):
-    note = wren_note(server, "Release 1.0 ships on Monday.")
-    call(server, "memory_update", "owl", memory_id=note, content="Release 1.0 ships on Tuesday.")
-    call(server, "memory_update", "operator", memory_id=note, tags="release")
-    latest = call(server, "memory_update", "wren", memory_id=note, content="Release 1.0 ships on Wednesday.")
-    assert latest["author"] == "wren" and latest["editor"] == "wren" and latest["version"] == 4
-    history = call(server, "memory_get", "kite", memory_id=note, include_history=True)["history"]
-    assert [(v["version"], v["editor"], v["author"]) for v in history] == [
-        (1, "wren", "wren"), (2, "owl", "wren"), (3, "operator", "wren")]
-    assert [v["content"][-9:] for v in history] == ["n Monday.", " Tuesday.", " Tuesday."]
+def test_a_duplicate_is_never_another_agents_memory(server):
+    """Deduplication looks among the caller's own memories: answering "duplicate" with kite's id would leave
+    wren believing it stored a memory that kite can rewrite and wren cannot."""
+    text = "The deploy key rotates every ninety days, says the runbook."
+    kites = call(server, "memory_store", "kite", content=text, project="dedup")
+    wrens = call(server, "memory_store", "wren", content=text, project="dedup")
+    assert wrens["status"] == "stored" and wrens["id"] != kites["id"]
+    assert call(server, "memory_store", "wren", content=text, project="dedup") == {
+        "status": "duplicate", "id": wrens["id"], "match": "exact"}
 
 
-class OldVersion(msgspec.Struct, kw_only=True, array_like=True):
-    """Version as logs before editors were recorded hold it."""
-
-    version: int
-    content: str
-    tags: list[str]
-    type: str
-    project: str
-    author: str
-    updated: float
-
-
-class OldMemory(msgspec.Struct, kw_only=True):
-    id: str
-    content: str
-    project: str
-    type: str
-    tags: list[str]
-    author: str
-    collection: str
-    created: float
-    updated: float
-    version: int = 1
-    content_hash: str = ""
-    context: str = ""
-    labels: list[int] = []
-    history: list[OldVersion] = []
-
-
-class OldPut(msgspec.Struct, tag="put", kw_only=True):
-    memory: OldMemory
-    vectors: bytes
-
-
-def test_a_log_written_before_editors_were_recorded_still_opens(tmp_path):
-    """Entries without `editor` decode (msgspec fills the default; Version is an array, the field goes last):
-    version 1 is its author's, later old versions say editor null (not recorded)."""
-    home = tmp_path / "home"
-    folder = home / "memory" / "memories"
-    folder.mkdir(parents=True)
-    vectors = np.random.default_rng(1).standard_normal((2, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    first = OldMemory(id="old-note", content="The old deploy day was Friday.", project="legacy", type="decision",
-                      tags=["deploy"], author="wren", collection="memories", created=1.7e9, updated=1.7e9,
-                      labels=[0])
-    second = msgspec.structs.replace(
-        first, content="The old deploy day was Thursday.", updated=1.7e9 + 60, version=2,
-        history=[OldVersion(version=1, content=first.content, tags=first.tags, type=first.type,
-                            project=first.project, author="wren", updated=first.updated)])
-    other = OldMemory(id="old-other", content="Kite's old note.", project="legacy", type="session_note", tags=[],
-                      author="kite", collection="memories", created=1.7e9, updated=1.7e9, labels=[1])
-    frames = [OldPut(memory=first, vectors=vectors[0].tobytes()), OldPut(memory=other, vectors=vectors[1].tobytes()),
-              OldPut(memory=second, vectors=vectors[0].tobytes())]
-    (folder / "records.log").write_bytes(b"".join(encode_frame(f) for f in frames))
-
-    server = start_server(home, agents=("kite", "wren"))
-    try:
-        old = server.call_tool("memory_get", {"memory_id": "old-note", "include_history": True}, agent="kite")
-        assert old["content"] == "The old deploy day was Thursday." and old["version"] == 2
-        assert old["editor"] is None  # not recorded in the old log
-        assert [(v["version"], v["editor"], v["content"]) for v in old["history"]] == [
-            (1, "wren", "The old deploy day was Friday.")]
-        with pytest.raises(ToolCallError, match="written by 'wren'"):
-            server.call_tool("memory_update", {"memory_id": "old-note", "content": "Monday."}, agent="kite")
-        server.call_tool("memory_update", {"memory_id": "old-note", "content": "Deploys: Monday."}, agent="wren")
-        now = server.call_tool("memory_get", {"memory_id": "old-note", "include_history": True}, agent="wren")
-        assert now["editor"] == "wren" and [v["editor"] for v in now["history"]] == ["wren", None]
-        found = server.call_tool("memory_search", {"query": "old note", "project": "legacy", "mode": "lexical"},
-                                 agent="kite")
-        assert found["results"][0]["id"] == "old-other" and found["results"][0]["editor"] == "kite"
-    finally:
-        server.stop()
+def test_a_refused_bootstrap_update_suggests_an_id_that_works(server):
+    call(server, "bootstrap_update", "kite", entry_id="owl-directive", content="squatted by kite",
+         entry_type="directive")
+    with pytest.raises(ToolCallError) as refused:
+        call(server, "bootstrap_update", "owl", entry_id="owl-directive", content="Owl reviews tests.",
+             entry_type="directive")
+    suggested = str(refused.value).split('e.g. "')[1].split('"')[0]
+    assert suggested == "owl-directive-2"
+    stored = call(server, "bootstrap_update", "owl", entry_id=suggested, content="Owl reviews tests.",
+                  entry_type="directive")
+    assert stored["status"] == "stored" and stored["id"] == suggested
