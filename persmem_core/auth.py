@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 from urllib.parse import parse_qsl, quote
 
@@ -40,6 +38,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persmem_core.agents import AgentStore
+from persmem_core.auth_failures import AuthFailures
 
 log = logging.getLogger("persmem.http")
 
@@ -72,37 +71,6 @@ def loggable_path(path: str) -> str:
     return shown if len(shown) <= LOGGED_PATH_CHARS else shown[:LOGGED_PATH_CHARS] + "..."
 
 
-class FailureThrottle:
-    """Failed authentications per client address: each failure after the first waits longer before its
-    401 (FIRST_DELAY, doubling up to MAX_DELAY). An address is forgotten FORGET_AFTER seconds after its
-    last failure, and at most MAX_ADDRESSES are remembered (the least recent go first), so memory stays
-    bounded whatever an attacker sends. The delay holds only the failing request, never the event loop
-    or another address."""
-
-    FIRST_DELAY = 0.25
-    MAX_DELAY = 5.0
-    FORGET_AFTER = 900.0
-    MAX_ADDRESSES = 10_000
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
-        self._clock = clock
-        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # address -> (count, last failure)
-
-    def failed(self, address: str) -> float:
-        """Count a failure from `address`; returns the seconds to wait before answering it."""
-        now = self._clock()
-        while self._failures:  # drop addresses idle for too long (the oldest are first)
-            oldest, (_, last) = next(iter(self._failures.items()))
-            if now - last < self.FORGET_AFTER:
-                break
-            del self._failures[oldest]
-        count = self._failures.pop(address, (0, now))[0] + 1
-        self._failures[address] = (count, now)
-        while len(self._failures) > self.MAX_ADDRESSES:
-            self._failures.popitem(last=False)
-        return 0.0 if count == 1 else min(self.MAX_DELAY, self.FIRST_DELAY * 2 ** (count - 2))
-
-
 def client_address(scope: Scope) -> str:
     """The caller's address (uvicorn puts the proxy's X-Forwarded-For there when the proxy is trusted)."""
     client = scope.get("client")
@@ -117,6 +85,7 @@ class AgentAuthMiddleware:
         agents: AgentStore,
         security: TransportSecuritySettings,
         anonymous_agent: Callable[[], str | None],
+        failures: AuthFailures,
         open_prefixes: tuple[str, ...] = ("/healthz",),
     ):
         self.app = app
@@ -124,7 +93,7 @@ class AgentAuthMiddleware:
         self.security = TransportSecurityMiddleware(security)
         self.anonymous_agent = anonymous_agent
         self.open_prefixes = open_prefixes
-        self.failures = FailureThrottle()
+        self.failures = failures
 
     def _is_open(self, path: str) -> bool:
         return any(path == p or path.startswith(p + "/") for p in self.open_prefixes)
@@ -190,9 +159,7 @@ class AgentAuthMiddleware:
 
     async def _refuse(self, response: ASGIApp, scope: Scope, receive: Receive, send: Send, shown_path: str) -> None:
         """A credential that does not hold: log it for fail2ban and answer after the address's delay."""
-        address = client_address(scope)
-        log.warning("persmem auth failure from %s", quote(address, safe=":.[]"))
-        await anyio.sleep(self.failures.failed(address))
+        await anyio.sleep(self.failures.failed(client_address(scope)))
         await self._respond(response, scope, receive, send, shown_path)
 
     async def _respond(

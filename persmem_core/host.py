@@ -17,6 +17,7 @@ from typing import Any
 from persmem_core import config as config_mod
 from persmem_core import paths
 from persmem_core.agents import AgentStore
+from persmem_core.auth_failures import AuthFailures
 from persmem_core.errors import ConfigError, PluginConflictError, UserError
 from persmem_core.plugins import PerPlugin, PluginInfo, call_each, load_plugins, new_plugin_manager
 from persmem_core.settings import PluginsConfig
@@ -55,6 +56,7 @@ class Host:
         self.config_path = Path(config_file) if config_file else paths.config_path(self.environ)
         self.home = paths.home_dir(self.environ)
         self.agents = AgentStore(self.home)
+        self.auth_failures = AuthFailures()  # every place that checks a credential counts its failures here
         self.warnings: list[str] = []
         self.startup_error: str | None = None
         self._raw_error: ConfigError | None = None

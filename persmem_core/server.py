@@ -120,7 +120,8 @@ def build_http_app(host: Host, *, bind_host: str, port: int):
     limited = RequestBodyLimitMiddleware(app, server_cfg.max_body_bytes)
     open_prefixes = ("/healthz",) + tuple(spec.prefix for spec in route_specs if spec.auth == "none")
     authenticated = AgentAuthMiddleware(
-        limited, agents=host.agents, security=security, anonymous_agent=anonymous_agent, open_prefixes=open_prefixes
+        limited, agents=host.agents, security=security, anonymous_agent=anonymous_agent,
+        failures=host.auth_failures, open_prefixes=open_prefixes,
     )
     return SecurityHeadersMiddleware(authenticated)  # outermost: refusals and 404s get the headers too
 

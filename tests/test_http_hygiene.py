@@ -357,16 +357,16 @@ def test_a_request_without_credentials_is_not_counted_as_a_guess(server):
 
 
 def test_the_failure_memory_is_bounded_and_forgets():
-    from persmem_core.auth import FailureThrottle
+    from persmem_core.auth_failures import AuthFailures
 
     now = [0.0]
-    throttle = FailureThrottle(clock=lambda: now[0])
+    throttle = AuthFailures(clock=lambda: now[0])
     delays = [throttle.failed("203.0.113.7") for _ in range(12)]
-    assert delays[0] == 0 and delays == sorted(delays) and delays[-1] == FailureThrottle.MAX_DELAY
-    for i in range(FailureThrottle.MAX_ADDRESSES + 500):
+    assert delays[0] == 0 and delays == sorted(delays) and delays[-1] == AuthFailures.MAX_DELAY
+    for i in range(AuthFailures.MAX_ADDRESSES + 500):
         throttle.failed(f"10.{i // 65536}.{i // 256 % 256}.{i % 256}")
-    assert len(throttle._failures) == FailureThrottle.MAX_ADDRESSES
-    now[0] += FailureThrottle.FORGET_AFTER + 1
+    assert len(throttle._failures) == AuthFailures.MAX_ADDRESSES
+    now[0] += AuthFailures.FORGET_AFTER + 1
     assert throttle.failed("203.0.113.7") == 0 and len(throttle._failures) == 1
 
 

@@ -88,7 +88,7 @@ def build_dashboard(host, base: str) -> Litestar:
 
     def agent_of(request: Request) -> str:
         agent = request.session.get("agent") if request.session else None
-        if agent and not is_active(host, agent, request.session.get("created")):  # revoked: ends, is deleted
+        if agent and not is_active(host, agent, request.session.get("credential")):  # revoked or rotated
             request.clear_session()  # (so adding the agent again later does not revive it)
             agent = None
         if not agent:
@@ -115,11 +115,12 @@ def build_dashboard(host, base: str) -> Litestar:
         token = str(form.get("token", "")).strip()
         agent = host.agents.agent_for_token(token) if token else None
         if agent is None or (cfg.login_agents and agent not in cfg.login_agents):
-            await asyncio.sleep(0.5)  # slow down guessing
+            client = request.client.host if request.client else "unknown"
+            await asyncio.sleep(host.auth_failures.failed(client))  # logged for fail2ban, slowed per address
             return page(request, "login.html", status=401, agent=None,
                         error="That token is not valid for the dashboard.")
-        created = host.agents.agents()[agent].created  # which agent of that name (see streams.is_active)
-        request.set_session({"agent": agent, "since": time.time(), "created": created})  # a new id (sessions.py)
+        credential = host.agents.agents()[agent].token_sha256  # the login lasts while this token does
+        request.set_session({"agent": agent, "since": time.time(), "credential": credential})  # new id: sessions.py
         log.info("dashboard: %s logged in", agent)
         return Redirect(f"{base}/")
 
@@ -158,11 +159,11 @@ def build_dashboard(host, base: str) -> Litestar:
         if panel.events is None:
             raise NotFoundException(f"panel {panel_id!r} has no event stream")
         view = view_of(request)
-        created = request.session.get("created")
+        credential = request.session.get("credential")
 
         async def stream():
             async for item in panel.events(view):
-                if not is_active(host, view.agent, created):  # written after the revocation: never sent
+                if not is_active(host, view.agent, credential):  # written after the revocation: never sent
                     return
                 yield ServerSentEventMessage(data=item.get("data", ""), event=item.get("event"), id=item.get("id"))
 

@@ -25,15 +25,16 @@ log = logging.getLogger("persmem.dashboard")
 WATCH_SECONDS = 0.25  # a look is one stat() of agents.json (re-read only when it changed) and one session read
 
 
-def is_active(host, agent: str, created: str | None) -> bool:
-    """Whether `agent` exists, is not revoked, and is the agent that logged in (`created` as stored in the
-    session at login: a name revoked and added again is a new agent). A damaged registry counts as no:
-    streams fail closed."""
+def is_active(host, agent: str, credential: str | None) -> bool:
+    """Whether `agent` exists, is not revoked, and still has the token it logged in with (`credential`, its
+    hash, kept in the session at login): rotating a leaked token, or revoking the agent and adding it again,
+    ends its dashboard logins too. A damaged registry counts as no: streams fail closed."""
     try:
         record = host.agents.agents().get(agent)
     except UserError:
         return False
-    return record is not None and record.revoked is None and record.created == created
+    return record is not None and record.revoked is None and credential is not None and \
+        record.token_sha256 == credential
 
 
 def ends_with_the_login(host, sessions: LoginSessionConfig) -> Callable:
@@ -44,8 +45,8 @@ def ends_with_the_login(host, sessions: LoginSessionConfig) -> Callable:
         async def guarded(scope, receive, send):
             connection = ASGIConnection(scope)
             agent = connection.session.get("agent") if connection.session else None
-            created = connection.session.get("created") if connection.session else None
-            if not agent or not is_active(host, agent, created):
+            credential = connection.session.get("credential") if connection.session else None
+            if not agent or not is_active(host, agent, credential):
                 await app(scope, receive, send)  # the handler refuses it
                 return
             started = finished = ended = False
@@ -59,7 +60,7 @@ def ends_with_the_login(host, sessions: LoginSessionConfig) -> Callable:
             async with anyio.create_task_group() as watching:
                 async def watch():
                     nonlocal ended
-                    while is_active(host, agent, created) and await is_stored(sessions, connection):
+                    while is_active(host, agent, credential) and await is_stored(sessions, connection):
                         await anyio.sleep(WATCH_SECONDS)
                     ended = True
                     await delete_stored(sessions, connection)  # a revoked agent's session goes with its stream

@@ -296,12 +296,27 @@ def test_a_session_untouched_while_its_agent_was_revoked_and_added_again_stays_d
         assert browser.get(base + "/mail").status_code == 303
 
 
-def test_rotating_a_token_keeps_the_dashboard_session(server):
-    """The dashboard is logged into with a token once; a new token for the same agent does not log it out."""
+def test_rotating_a_token_ends_the_dashboard_logins_made_with_it(server):
+    """Rotation is the answer to a leaked token: whoever logged in with the old one is logged out too."""
     with client() as browser:
         http_login(browser, server, "rotated")
-        AgentStore(server.home).add("rotated", replace=True)
         assert browser.get(base_of(server) + "/mail").status_code == 200
+        AgentStore(server.home).add("rotated", replace=True)
+        assert browser.get(base_of(server) + "/mail").status_code == 303
+
+
+def test_failed_dashboard_logins_are_logged_for_fail2ban_and_slowed(server):
+    with client() as browser:
+        form = browser.get(base_of(server) + "/login")
+        timings = []
+        for _ in range(4):
+            started = time.monotonic()
+            refused = browser.post(base_of(server) + "/login", data={"token": "pm_wrong",
+                                                                   "_csrf_token": csrf_of(form.text)})
+            timings.append(time.monotonic() - started)
+            assert refused.status_code == 401
+    assert timings[-1] > timings[0] + 0.3  # the delay grows with the failures from this address
+    assert server.log().count("persmem auth failure from 127.0.0.1") >= 4
 
 
 def test_chromium_live_feed_stops_when_its_agent_is_revoked(page, server):
