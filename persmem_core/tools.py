@@ -12,7 +12,7 @@ Sync functions run in a worker thread, from a pool of the plugin's own
 (`THREADS_PER_PLUGIN`), so one plugin's slow calls (45 shell commands at
 once) never hold up another plugin's tools (memory, mail). A tool registered
 with `max_concurrent_per_agent` refuses a call, with a clear message, while
-that agent already has that many of its calls running.
+that agent already has that many calls of the plugin's limited tools running.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class CallLimits:
     def __init__(self, threads_per_plugin: int = THREADS_PER_PLUGIN):
         self.threads_per_plugin = threads_per_plugin
         self._pools: dict[str, anyio.CapacityLimiter] = {}
-        self._running: dict[tuple[str, str], int] = {}
+        self._running: dict[tuple[str, str], int] = {}  # (plugin, agent) -> running calls of limited tools
 
     def pool(self, plugin: str) -> anyio.CapacityLimiter:
         """The plugin's worker threads (made on first use, inside the event loop)."""
@@ -57,11 +57,15 @@ class CallLimits:
 
     @contextlib.contextmanager
     def slot(self, spec: ToolSpec, agent: str):
-        """Count one running call of `spec` by `agent`; refuse it when the tool's per-agent limit is reached.
-        Runs on the event loop thread only, so the counts need no lock."""
-        key = (spec.name, agent)
+        """Count one running call by `agent` of a limited tool of `spec`'s plugin; refuse it when the agent
+        already has the tool's limit of such calls running (so one agent never holds more than that many of
+        the plugin's worker threads). Runs on the event loop thread only, so the counts need no lock."""
         limit = spec.max_concurrent_per_agent
-        if limit is not None and self._running.get(key, 0) >= limit:
+        if limit is None:
+            yield
+            return
+        key = (spec.plugin, agent)
+        if self._running.get(key, 0) >= limit:
             raise ToolError(f"{spec.name}: you already have {limit} calls running, the most one agent may run at "
                             "once; wait for one to finish and call again.")
         self._running[key] = self._running.get(key, 0) + 1

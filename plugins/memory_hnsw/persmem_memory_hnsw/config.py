@@ -36,3 +36,8 @@ class MemoryConfig(ConfigSection):
                          "identity and directive entries only their author changes."),
     ] = {}
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
+    max_concurrent_per_agent: Annotated[
+        int, Meta(ge=1, description="Memory tool calls one agent may have running at once (the server runs up to "
+                                    "8 per plugin); more are refused until one ends, so one agent's bulk stores "
+                                    "never hold up the others'.")
+    ] = 4

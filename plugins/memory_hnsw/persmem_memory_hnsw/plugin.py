@@ -86,11 +86,12 @@ def shutdown(host):
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register, host):
     from .tools import ALL_TOOLS
 
+    limit = host.section("memory").max_concurrent_per_agent
     for tool in ALL_TOOLS:
-        register(tool)
+        register(tool, max_concurrent_per_agent=limit)
 
 
 @hookimpl

@@ -19,7 +19,7 @@ from pathlib import Path
 from persmem_core import UserError
 
 from .config import CommandRule
-from .sandbox import Sandbox, check_length, refuse_git_folder
+from .sandbox import Sandbox, check_length, real_path, refuse_git_folder
 
 
 # Options that read the names of further files to open from a file (or stdin), per program.
@@ -119,7 +119,7 @@ def check_paths(argv: list[str], sandbox: Sandbox, cwd: Path) -> None:
             if candidate.startswith("~"):
                 raise UserError(f"{arg!r}: '~' is not expanded (there is no shell); use a path in the workspace.")
             check_length(candidate)
-            real = Path(os.path.realpath(cwd / candidate))
+            real = real_path(cwd / candidate)
             if "\x00" in candidate or not sandbox.contains(real):
                 raise UserError(f"argument {arg!r} points outside the workspace ({sandbox.describe()}); "
                                 "refused (rule: paths must stay in the workspace, symlinks followed).")

@@ -70,7 +70,7 @@ class Sandbox:
 
     def resolve(self, path: str, base: Path | None = None) -> Path:
         """For reading and for commands: the real path, which must be inside a root."""
-        real = Path(os.path.realpath(self.lexical(path, base)))
+        real = real_path(self.lexical(path, base))
         if not self.contains(real):
             raise self._outside(path)
         return real
@@ -79,7 +79,7 @@ class Sandbox:
         """For writing: the real parent folder (inside a root) joined with the final name, which is replaced
         and never followed if it is a symlink."""
         lex = self.lexical(path, base)
-        parent = Path(os.path.realpath(lex.parent))
+        parent = real_path(lex.parent)
         if not self.contains(parent) or lex.name in ("", ".", ".."):
             raise self._outside(path)
         target = parent / lex.name
@@ -143,6 +143,15 @@ class Sandbox:
             kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
             raise UserError(f"{path!r} is {kind}, not a regular file; refused.")
         return fd, real
+
+
+def real_path(path: Path) -> Path:
+    """`path` with every link followed; a link changing while it is read is a clear refusal, not a crash."""
+    try:
+        return Path(os.path.realpath(path))
+    except OSError as exc:
+        raise UserError(f"{str(path)[:300]!r} changed while it was being resolved ({exc.strerror}); refused, "
+                        "try again.") from None
 
 
 def git_folder(real: Path, sandbox: Sandbox) -> Path | None:
