@@ -154,3 +154,91 @@ def test_a_refused_bootstrap_update_suggests_an_id_that_works(server):
     stored = call(server, "bootstrap_update", "owl", entry_id=suggested, content="Owl reviews tests.",
                   entry_type="directive")
     assert stored["status"] == "stored" and stored["id"] == suggested
+
+
+# -- hiding who made a change -----------------------------------------------------------------------------
+
+def test_history_records_who_made_each_version(server):
+    note = wren_note(server, "Release 1.0 ships on Monday.")
+    call(server, "memory_update", "owl", memory_id=note, content="Release 1.0 ships on Tuesday.")
+    call(server, "memory_update", "operator", memory_id=note, tags="release")
+    latest = call(server, "memory_update", "wren", memory_id=note, content="Release 1.0 ships on Wednesday.")
+    assert latest["author"] == "wren" and latest["editor"] == "wren" and latest["version"] == 4
+    history = call(server, "memory_get", "kite", memory_id=note, include_history=True)["history"]
+    assert [(v["version"], v["editor"], v["author"]) for v in history] == [
+        (1, "wren", "wren"), (2, "owl", "wren"), (3, "operator", "wren")]
+    assert [v["content"][-9:] for v in history] == ["n Monday.", " Tuesday.", " Tuesday."]
+
+
+class OldVersion(msgspec.Struct, kw_only=True, array_like=True):
+    """Version as logs before editors were recorded hold it."""
+
+    version: int
+    content: str
+    tags: list[str]
+    type: str
+    project: str
+    author: str
+    updated: float
+
+
+class OldMemory(msgspec.Struct, kw_only=True):
+    id: str
+    content: str
+    project: str
+    type: str
+    tags: list[str]
+    author: str
+    collection: str
+    created: float
+    updated: float
+    version: int = 1
+    content_hash: str = ""
+    context: str = ""
+    labels: list[int] = []
+    history: list[OldVersion] = []
+
+
+class OldPut(msgspec.Struct, tag="put", kw_only=True):
+    memory: OldMemory
+    vectors: bytes
+
+
+def test_a_log_written_before_editors_were_recorded_still_opens(tmp_path):
+    """Entries without `editor` decode (msgspec fills the default; Version is an array, the field goes last):
+    version 1 is its author's, later old versions say editor null (not recorded)."""
+    home = tmp_path / "home"
+    folder = home / "memory" / "memories"
+    folder.mkdir(parents=True)
+    vectors = np.random.default_rng(1).standard_normal((2, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    first = OldMemory(id="old-note", content="The old deploy day was Friday.", project="legacy", type="decision",
+                      tags=["deploy"], author="wren", collection="memories", created=1.7e9, updated=1.7e9,
+                      labels=[0])
+    second = msgspec.structs.replace(
+        first, content="The old deploy day was Thursday.", updated=1.7e9 + 60, version=2,
+        history=[OldVersion(version=1, content=first.content, tags=first.tags, type=first.type,
+                            project=first.project, author="wren", updated=first.updated)])
+    other = OldMemory(id="old-other", content="Kite's old note.", project="legacy", type="session_note", tags=[],
+                      author="kite", collection="memories", created=1.7e9, updated=1.7e9, labels=[1])
+    frames = [OldPut(memory=first, vectors=vectors[0].tobytes()), OldPut(memory=other, vectors=vectors[1].tobytes()),
+              OldPut(memory=second, vectors=vectors[0].tobytes())]
+    (folder / "records.log").write_bytes(b"".join(encode_frame(f) for f in frames))
+
+    server = start_server(home, agents=("kite", "wren"))
+    try:
+        old = server.call_tool("memory_get", {"memory_id": "old-note", "include_history": True}, agent="kite")
+        assert old["content"] == "The old deploy day was Thursday." and old["version"] == 2
+        assert old["editor"] is None  # not recorded in the old log
+        assert [(v["version"], v["editor"], v["content"]) for v in old["history"]] == [
+            (1, "wren", "The old deploy day was Friday.")]
+        with pytest.raises(ToolCallError, match="written by 'wren'"):
+            server.call_tool("memory_update", {"memory_id": "old-note", "content": "Monday."}, agent="kite")
+        server.call_tool("memory_update", {"memory_id": "old-note", "content": "Deploys: Monday."}, agent="wren")
+        now = server.call_tool("memory_get", {"memory_id": "old-note", "include_history": True}, agent="wren")
+        assert now["editor"] == "wren" and [v["editor"] for v in now["history"]] == ["wren", None]
+        found = server.call_tool("memory_search", {"query": "old note", "project": "legacy", "mode": "lexical"},
+                                 agent="kite")
+        assert found["results"][0]["id"] == "old-other" and found["results"][0]["editor"] == "kite"
+    finally:
+        server.stop()
