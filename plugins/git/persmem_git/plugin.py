@@ -38,6 +38,20 @@ def register_tools(register, host):
 
 
 @hookimpl
+def startup(host):
+    """Say once, in the server log, when commands will run without the OS sandbox."""
+    import logging
+
+    from persmem_core import bubblewrap
+
+    mode = host.section("git").sandbox
+    if mode == "auto" and bubblewrap.problem() is not None:
+        logging.getLogger("persmem.git").warning(
+            "[git] sandbox = auto: %s; commands run without the OS sandbox (persmem doctor)",
+            bubblewrap.problem())
+
+
+@hookimpl
 def doctor(host):
     import shutil
 

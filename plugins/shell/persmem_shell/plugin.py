@@ -40,6 +40,20 @@ def register_tools(register, host):
 
 
 @hookimpl
+def startup(host):
+    """Say once, in the server log, when commands will run without the OS sandbox."""
+    import logging
+
+    from persmem_core import bubblewrap
+
+    mode = host.section("shell").sandbox
+    if mode == "auto" and bubblewrap.problem() is not None:
+        logging.getLogger("persmem.shell").warning(
+            "[shell] sandbox = auto: %s; commands run without the OS sandbox (persmem doctor)",
+            bubblewrap.problem())
+
+
+@hookimpl
 def doctor(host):
     import shutil
 

@@ -162,8 +162,9 @@ def git_folder(real: Path, sandbox: Sandbox) -> Path | None:
     folder = real
     while True:
         try:
-            looks_like_git = folder.name == ".git" or (folder.is_dir() and (folder / "HEAD").is_file() and
-                                                       (folder / "objects").is_dir() and (folder / "refs").is_dir())
+            looks_like_git = folder.name == ".git" or (folder.is_dir() and (folder / "HEAD").is_file() and (
+                (folder / "commondir").is_file()  # a linked worktree's git folder
+                or ((folder / "objects").is_dir() and (folder / "refs").is_dir())))
         except OSError:  # a name too long, a folder we may not read: not a git folder we could use
             looks_like_git = False
         if looks_like_git:

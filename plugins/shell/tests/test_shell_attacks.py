@@ -280,8 +280,12 @@ def test_git_folders_are_changed_only_by_git_op(call, ws):
     subprocess.run(["git", "init", "-q", str(ws / "repo")], check=True)
     (ws / "store").mkdir()
     subprocess.run(["git", "init", "-q", "--bare", str(ws / "store" / "bare")], check=True)
+    (ws / "store" / "linked").mkdir()  # a linked worktree's git folder: HEAD and commondir, under any name
+    (ws / "store" / "linked" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "store" / "linked" / "commondir").write_text("../bare\n")
     evil = "[filter \"evil\"]\n\tclean = id\n"
-    for path in ("repo/.git/config", "repo/.git/commondir", "store/bare/config", "repo/.git"):
+    for path in ("repo/.git/config", "repo/.git/commondir", "store/bare/config", "repo/.git",
+                 "store/linked/config.worktree"):
         with pytest.raises(ToolCallError, match="only git_op changes git's own files"):
             call("file_write", path=path, content=evil)
     with pytest.raises(ToolCallError, match="only git_op changes git's own files"):
