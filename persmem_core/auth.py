@@ -15,7 +15,7 @@ An ASGI middleware in front of everything the server mounts:
 5. An answer lasts only as long as its credential: when the agent is revoked
    or its token rotated, a response still streaming (an event stream, MCP's
    GET stream) ends within a second, and nothing more is sent on it.
-The agent goes into the ASGI scope (`persmem.agent`) and into `scope["user"]`
+The agent goes into the ASGI scope (`persmem.agent`, read with `context.agent_of_scope`) and into `scope["user"]`
 so the MCP SDK binds each MCP session to the agent that opened it.
 
 Request paths are logged with every segment long enough to be a secret path
@@ -38,6 +38,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persmem_core.agents import AgentStore
+from persmem_core.context import AGENT_SCOPE_KEY
 from persmem_core.auth_failures import AuthFailures
 
 log = logging.getLogger("persmem.http")
@@ -149,7 +150,7 @@ class AgentAuthMiddleware:
             await self._respond(self.app, scope, receive, send, shown_path)
             return
         self.agents.seen(agent)
-        scope["persmem.agent"] = agent
+        scope[AGENT_SCOPE_KEY] = agent
         scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=agent, scopes=[]))
 
         def still_valid() -> bool:

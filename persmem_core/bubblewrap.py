@@ -31,6 +31,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
+from persmem_core.children import SAFE_PATH
 from persmem_core.errors import UserError
 
 SandboxMode = Literal["auto", "required", "off"]
@@ -132,12 +133,12 @@ def failure(stderr: bytes) -> str | None:
 @functools.lru_cache(maxsize=1)
 def problem() -> str | None:
     """Why bwrap cannot confine commands on this machine, or None when it can (checked once per process)."""
-    exe = shutil.which("bwrap", path="/usr/local/bin:/usr/bin:/bin")
+    exe = shutil.which("bwrap", path=SAFE_PATH)
     if exe is None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     probe = command(["/bin/true"], Confinement(writable=()), Path("/"))
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=20, env={"PATH": "/usr/bin:/bin"})
+        done = subprocess.run(probe, capture_output=True, timeout=20, env={"PATH": SAFE_PATH})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap did not start ({exc})"
     if done.returncode != 0:

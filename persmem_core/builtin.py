@@ -1,6 +1,6 @@
 """The core's own plugin, registered through the same entry point as any other.
 
-It contributes the [server] and [plugins] config sections, the
+It contributes the [server], [plugins] and [workspace] config sections, the
 `persmem_whoami` tool and the host-level doctor checks.
 """
 
@@ -15,13 +15,14 @@ from persmem_core.doctor import fail, pass_, warn
 from persmem_core.errors import ConfigError, UserError
 from persmem_core.hookspecs import hookimpl
 from persmem_core.netaddr import is_loopback, port_is_free
-from persmem_core.settings import PluginsConfig, ServerConfig
+from persmem_core.settings import PluginsConfig, ServerConfig, WorkspaceConfig
 
 
 @hookimpl
 def register_config(register):
     register("server", ServerConfig)
     register("plugins", PluginsConfig)
+    register("workspace", WorkspaceConfig)
 
 
 def persmem_whoami(call: CallContext) -> dict:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from persmem_core.errors import UserError
 
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"  # the only PATH a child process gets (never the server's)
+
 
 @dataclass
 class Finished:

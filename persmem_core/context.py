@@ -22,3 +22,11 @@ class CallContext:
     transport: Literal["stdio", "http"]
     host: Host
     session_id: str | None = None
+
+
+AGENT_SCOPE_KEY = "persmem.agent"  # set by the HTTP auth middleware on every authenticated request
+
+
+def agent_of_scope(scope) -> str | None:
+    """The authenticated agent of an ASGI request (routes mounted with auth="agent" always have one)."""
+    return scope.get(AGENT_SCOPE_KEY)

@@ -7,8 +7,10 @@ fsync the folder) is what makes a write that returned survive power loss.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 
@@ -26,18 +28,37 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
     returns. Never follows a symlink at `path`: the link itself is replaced."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        atomic_write_at(folder, path.name, data, mode)
+    finally:
+        os.close(folder)
+
+
+def atomic_write_at(folder: int, name: str, data: bytes, mode: int = 0o600) -> None:
+    """`atomic_write_bytes` for the file `name` in the open folder `folder` (a descriptor): no path is looked
+    up again, so a folder swapped for a link after it was opened cannot move the write elsewhere. The temp
+    name is short, so any `name` the file system takes fits."""
+    tmp = f".persmem-{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        os.replace(tmp_name, path)
+        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
         raise
-    fsync_dir(path.parent)
+    os.fsync(folder)
+
+
+def sha256_file(path: Path) -> str:
+    """The hex SHA-256 of a file, read in 1 MB blocks (for checking a model or an index against its record)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -21,6 +21,7 @@ from persmem_core.auth_failures import AuthFailures
 from persmem_core.errors import ConfigError, PluginConflictError, UserError
 from persmem_core.plugins import PerPlugin, PluginInfo, call_each, load_plugins, new_plugin_manager
 from persmem_core.settings import PluginsConfig
+from persmem_core.state import PluginState
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 SECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -57,6 +58,7 @@ class Host:
         self.home = paths.home_dir(self.environ)
         self.agents = AgentStore(self.home)
         self.auth_failures = AuthFailures()  # every place that checks a credential counts its failures here
+        self.state = PluginState()  # each plugin's service, put there by its startup (persmem_core.state)
         self.warnings: list[str] = []
         self.startup_error: str | None = None
         self._raw_error: ConfigError | None = None
@@ -140,6 +142,20 @@ class Host:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def workspace_roots(self) -> list[Path]:
+        """The [workspace] roots, resolved (links followed); default <home>/workspace, created on demand.
+        / is refused: it would make the whole machine the workspace."""
+        configured = [Path(os.path.realpath(Path(r).expanduser())) for r in self.section("workspace").roots]
+        if Path("/") in configured:
+            raise UserError("[workspace] roots contains / : that would make the whole machine the workspace. "
+                            "List the project folders instead.")
+        return configured or [Path(os.path.realpath(self.data_dir("workspace")))]
+
+    def private_paths(self) -> list[Path]:
+        """persmem's own files (the home: agents, mail, memories; the config file): never part of a workspace,
+        never visible to a command a tool runs, even when a workspace root contains them."""
+        return [Path(os.path.realpath(self.home)), Path(os.path.realpath(self.config_path))]
+
     @property
     def hook(self):
         """Call hooks, including the ones plugins added (`host.hook.unread_counts(agent=...)`)."""
@@ -170,7 +186,21 @@ class Host:
         return list(routes.values())
 
     def startup(self) -> None:
-        self.pm.hook.startup(host=self)
+        """Every plugin's `startup`, in hook order. One rule: a startup that fails stops the server, naming
+        the plugin (its tools would otherwise answer "not ready" forever); the plugins already started are
+        shut down again first."""
+        started: list[str] = []
+        for plugin, _, exc in call_each(self.pm, "startup", host=self):
+            if exc is None:
+                started.append(plugin)
+                continue
+            self._plugin_failed(plugin, "startup failed", exc)
+            for _ in call_each(self.pm, "shutdown", host=self, only=set(started)):
+                pass
+            self.startup_error = (f"plugin {plugin!r} failed to start ({type(exc).__name__}: {exc}), so the server "
+                                  f"does not start. Fix what it names, or disable the plugin: [plugins] disabled = "
+                                  f"[\"{plugin}\"] or PERSMEM_DISABLE_PLUGINS={plugin}.")
+            raise UserError(self.startup_error) from exc
 
     def shutdown(self) -> None:
         for plugin, _, exc in call_each(self.pm, "shutdown", host=self):

@@ -51,6 +51,13 @@ def _register(pm: pluggy.PluginManager, obj: Any, info: PluginInfo) -> None:
     except Exception as exc:  # a bad hookimpl signature, a duplicate name
         info.error = _describe(exc)
         return
+    wrapped = [caller.name for caller in pm.get_hookcallers(obj) or [] if hasattr(hookspecs, caller.name)
+               and any(i.plugin is obj and (i.hookwrapper or i.wrapper) for i in caller.get_hookimpls())]
+    if wrapped:  # call_each calls each implementation on its own: a wrapper would silently never wrap
+        pm.unregister(obj)
+        info.error = (f"hook wrappers are not supported on persmem's own hooks ({', '.join(sorted(wrapped))}); "
+                      "implement the hook plainly")
+        return
     info.hooks = sorted(impl_name for impl_name in _hook_names(pm, obj))
 
 
@@ -111,13 +118,20 @@ class PerPlugin:
         self.factory = factory
 
 
-def call_each(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> Iterator[tuple[str, Any, BaseException | None]]:
-    """Call one hook plugin by plugin, yielding (plugin name, result, error).
+def call_each(pm: pluggy.PluginManager, hook_name: str, only: set[str] | None = None,
+              **kwargs: Any) -> Iterator[tuple[str, Any, BaseException | None]]:
+    """Call one of persmem's own hooks plugin by plugin (or only the plugins in `only`), yielding (plugin
+    name, result, error).
 
-    Unlike `pm.hook.X(...)`, this knows who answered, and one plugin's
-    exception does not hide the others' answers."""
+    This is how the host calls every hook in hookspecs.py. It differs from `pm.hook.X(...)` on purpose: it
+    knows who answered, and one plugin's exception does not hide the others' answers. The order is pluggy's
+    (last registered first; tryfirst/trylast respected); the core's hooks have no firstresult, and hook
+    wrappers are refused on them when a plugin loads (`_register`), so nothing pluggy would do is lost.
+    Hooks that plugins add for each other (`add_hookspecs`) are called with plain pluggy: `host.hook.X()`."""
     caller = getattr(pm.hook, hook_name)
     for impl in reversed(caller.get_hookimpls()):
+        if only is not None and impl.plugin_name not in only:
+            continue
         args = [kwargs[name] for name in impl.argnames]
         args = [a.factory(impl.plugin_name) if isinstance(a, PerPlugin) else a for a in args]
         try:

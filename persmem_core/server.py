@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+from typing import Literal
 from urllib.parse import urlsplit
 
 from persmem_core import __version__
@@ -26,17 +27,17 @@ INSTRUCTIONS = (
 )
 
 
-def build_mcp_server(host: Host, *, stdio_agent: str):
+def build_mcp_server(host: Host, *, transport: Literal["stdio", "http"], stdio_agent: str | None = None):
     from mcp.server.mcpserver import MCPServer
 
     from persmem_core.tools import CallerResolver, CallLimits, build_tool
 
-    resolver, limits = CallerResolver(host, stdio_agent), CallLimits()
+    resolver, limits = CallerResolver(host, transport, stdio_agent), CallLimits()
     tools = [build_tool(spec, resolver, limits) for spec in host.collect_tools()]
     return MCPServer("persmem", version=__version__, instructions=INSTRUCTIONS, tools=tools)
 
 
-def allowed_hosts_and_origins(host: Host, bind_host: str, port: int) -> tuple[list[str], list[str]]:
+def allowed_hosts_and_origins(host: Host, bind_host: str) -> tuple[list[str], list[str]]:
     server = host.config.server
     hosts = ["127.0.0.1", "localhost", "[::1]", "127.0.0.1:*", "localhost:*", "[::1]:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -61,7 +62,7 @@ def check_bind_allowed(host: Host, bind_host: str) -> None:
         )
 
 
-def build_http_app(host: Host, *, bind_host: str, port: int):
+def build_http_app(host: Host, *, bind_host: str):
     """The ASGI app `persmem serve --transport http` runs (also used by tests and benchmarks)."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
@@ -73,11 +74,11 @@ def build_http_app(host: Host, *, bind_host: str, port: int):
     from persmem_core.http_headers import SecurityHeadersMiddleware
 
     server_cfg = host.config.server
-    hosts, origins = allowed_hosts_and_origins(host, bind_host, port)
+    hosts, origins = allowed_hosts_and_origins(host, bind_host)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-    mcp_server = build_mcp_server(host, stdio_agent=server_cfg.default_agent)
+    mcp_server = build_mcp_server(host, transport="http")
     sessions = StreamableHTTPSessionManager(
         app=mcp_server._lowlevel_server,
         security_settings=security,
@@ -141,7 +142,7 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
 
     server_cfg = host.config.server
     check_bind_allowed(host, bind_host)
-    app = build_http_app(host, bind_host=bind_host, port=port)
+    app = build_http_app(host, bind_host=bind_host)
     log.info("persmem %s serving MCP on http://%s:%s/mcp", __version__, bind_host, port)
     config = uvicorn.Config(
         app,
@@ -160,13 +161,19 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         server_header=False,
         timeout_graceful_shutdown=3,  # open event streams (dashboard, /amq/events) must not hold a stop
     )
-    uvicorn.Server(config).run()
+    try:
+        uvicorn.Server(config).run()
+    except SystemExit:  # uvicorn exits when the lifespan (the plugins' startup) fails
+        if not host.startup_error:
+            raise
+    if host.startup_error:  # the server stopped before it served: say why, as the last line, exit 1
+        raise UserError(host.startup_error)
 
 
 def serve_stdio(host: Host, *, agent: str) -> None:
     import anyio
 
-    mcp_server = build_mcp_server(host, stdio_agent=agent)
+    mcp_server = build_mcp_server(host, transport="stdio", stdio_agent=agent)
     host.startup()
     try:
         anyio.run(mcp_server.run_stdio_async)

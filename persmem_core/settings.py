@@ -71,3 +71,14 @@ class PluginsConfig(ConfigSection):
     modules: Annotated[
         list[str], Meta(description="Extra modules to load as plugins (development). Also PERSMEM_PLUGIN_MODULES=a,b.")
     ] = []
+
+
+class WorkspaceConfig(ConfigSection):
+    """[workspace]: the folders the workspace tools (shell, files, git) work in, set once for all of them."""
+
+    roots: Annotated[
+        list[str],
+        Meta(description="Folders the workspace tools may touch (files, commands, repositories). Empty: "
+                         "<home>/workspace. The first is where relative paths and commands start. persmem's own "
+                         "data folder is never part of the workspace, even under a root."),
+    ] = []

@@ -52,6 +52,23 @@ def test_serve_refuses_to_start_on_conflict(run_cli, sample_env):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_a_plugin_whose_startup_fails_stops_the_server_naming_it(run_cli, sample_env, transport):
+    result = run_cli("serve", "--transport", transport, "--port", "0", env=sample_env("sample_echo,sample_failing_startup"),
+                     input="")
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "plugin 'sample_failing_startup' failed to start" in last and "/nonexistent/store" in last
+    assert "PERSMEM_DISABLE_PLUGINS=sample_failing_startup" in last
+
+
+def test_a_hook_wrapper_on_a_core_hook_is_refused_when_the_plugin_loads(persmem_host):
+    host = persmem_host(PERSMEM_PLUGIN_MODULES="sample_wrapper,sample_echo")
+    wrapper = next(p for p in host.plugins if p.name == "sample_wrapper")
+    assert not wrapper.loaded and "hook wrappers are not supported" in wrapper.error and "register_tools" in wrapper.error
+    assert "echo_say" in {spec.name for spec in host.collect_tools()}
+
+
 def test_cli_plugins_lists_versions_hooks_and_errors(run_cli, sample_env):
     result = run_cli("plugins", "--json", env=sample_env("sample_echo,sample_broken"))
     assert result.returncode == 0, result.stderr
