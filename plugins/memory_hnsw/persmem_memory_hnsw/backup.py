@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .log import read_frames
+from .log import LOG_NAME, read_frames
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -27,7 +27,7 @@ def backup_memory(folder: Path, dest: Path) -> None:
     if not folder.exists():
         return
     for collection in sorted(p for p in folder.iterdir() if p.is_dir()):
-        log_path = collection / "records.log"
+        log_path = collection / LOG_NAME
         if not log_path.exists():
             continue
         data = log_path.read_bytes()
@@ -36,7 +36,7 @@ def backup_memory(folder: Path, dest: Path) -> None:
             end = frame_end
         target = dest / collection.name
         target.mkdir(mode=0o700)
-        _write_private(target / "records.log", data[:end])
+        _write_private(target / LOG_NAME, data[:end])
         for extra in ("model.json",):
             if (collection / extra).exists():
                 _write_private(target / extra, (collection / extra).read_bytes())

@@ -26,7 +26,7 @@ from persmem_core import UserError
 from .config import MemoryConfig
 from .heap import grown, release_freed_memory
 from .lexical import BM25Index
-from .log import RecordLog, decode_frame, read_frames, write_failed
+from .log import LOG_NAME, RecordLog, decode_frame, read_frames, write_failed
 from .permissions import check_change
 from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, dedup_key, head_of, new_id
 from .vectors import VectorIndex
@@ -36,7 +36,6 @@ log = logging.getLogger("persmem.memory")
 WORDS = re.compile(r"\w+")
 CONTEXT_CHARS_PER_SIDE = 2000  # most characters of neighbours kept on each side (memory_bulk_store context_chars)
 MAX_CONTEXT_CHARS = 2 * CONTEXT_CHARS_PER_SIDE + 1  # before + "\n" + after
-LOG_NAME = "records.log"
 INDEX_NAME = "vectors.hnsw"
 
 

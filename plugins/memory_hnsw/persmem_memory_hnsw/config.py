@@ -10,9 +10,10 @@ from persmem_core import ConfigSection
 
 
 class MemoryConfig(ConfigSection):
-    embedder: Annotated[str, Meta(description="Embedder name (see `persmem memory models`); default: MiniLM int8 ONNX.")] = (
-        "minilm-int8"
-    )
+    embedder: Annotated[
+        str, Meta(description="Embedder name, offered by a plugin's register_embedders hook; an unknown name is refused "
+                              "at start with the list of names on offer. Default: MiniLM int8 ONNX.")
+    ] = "minilm-int8"
     model_dir: Annotated[
         str, Meta(description="An ONNX export folder (model.onnx + tokenizer.json) to use instead of `embedder`.")
     ] = ""

@@ -18,7 +18,6 @@ overlapping token windows and each window gets its own vector.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
@@ -32,7 +31,7 @@ import msgspec
 import numpy as np
 
 from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes, fsync_dir
+from persmem_core.fileio import atomic_write_bytes, fsync_dir, sha256_file
 
 from .heap import release_freed_memory
 
@@ -77,14 +76,6 @@ def folder_model_files(folder: str | Path) -> ModelFiles:
         if not path.is_file():
             raise UserError(f"{path} not found: [memory] model_dir must hold model.onnx and tokenizer.json.")
     return ModelFiles(model=model, tokenizer=tokenizer, model_sha256=None, tokenizer_sha256=None)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class Prepared(msgspec.Struct):

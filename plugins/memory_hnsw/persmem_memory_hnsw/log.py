@@ -26,6 +26,7 @@ from persmem_core.fileio import fsync_dir
 
 from .records import Entry
 
+LOG_NAME = "records.log"  # a collection's log, in its folder (backups copy it by this name)
 HEADER = struct.Struct("<II")
 MAX_FRAME = 64 * 1024 * 1024
 log = logging.getLogger("persmem.memory.log")

@@ -23,9 +23,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core.fileio import atomic_write_bytes, fsync_dir
+from persmem_core.fileio import atomic_write_bytes, fsync_dir, sha256_file
 
-from .embedder import sha256_file
 from .heap import grown
 
 log = logging.getLogger("persmem.memory.vectors")
