@@ -13,6 +13,7 @@ import click
 
 from persmem_core import __version__
 from persmem_core.errors import UserError
+from persmem_core.commands import get_host  # noqa: F401 - the name plugin commands import
 from persmem_core.host import Host
 
 
@@ -34,12 +35,6 @@ def cli(ctx: click.Context) -> None:
     defaults apply). Data: $PERSMEM_HOME (default ~/.local/share/persmem).
     """
     ctx.ensure_object(dict)
-
-
-def get_host(ctx: click.Context | None = None) -> Host:
-    """The Host this process built at start (plugins loaded, config validated on first use)."""
-    ctx = ctx or click.get_current_context()
-    return ctx.find_root().obj["host"]
 
 
 def _add_builtin_commands() -> None:

@@ -1,1 +1,17 @@
-"""Built-in `persmem` subcommands, one module each."""
+"""Built-in `persmem` subcommands, one module each, and `get_host`, which every command (the plugins' too,
+through `persmem_core.cli.get_host`) uses to reach the Host the `persmem` process built at start."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from persmem_core.host import Host
+
+
+def get_host(ctx: click.Context | None = None) -> Host:
+    """The Host this process built at start (plugins loaded, config validated on first use)."""
+    ctx = ctx or click.get_current_context()
+    return ctx.find_root().obj["host"]

@@ -17,7 +17,7 @@ def agent() -> None:
 @click.option("--rotate", is_flag=True, help="Replace an existing agent's credentials (the old ones stop working).")
 def add(name: str, secret_path: bool, no_token: bool, rotate: bool) -> None:
     """Create agent NAME and print its credentials. They are shown only this once."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     host = get_host()
     issued = host.agents.add(name, token=not no_token, secret_path=secret_path or no_token, replace=rotate)
@@ -32,7 +32,7 @@ def add(name: str, secret_path: bool, no_token: bool, rotate: bool) -> None:
 @agent.command("list")
 def list_() -> None:
     """List agents: name, created, which credentials they hold, revoked or not."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     agents = get_host().agents.agents()
     if not agents:
@@ -47,7 +47,7 @@ def list_() -> None:
 @click.argument("name")
 def revoke(name: str) -> None:
     """Revoke NAME's credentials; a running server refuses them at once."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     get_host().agents.revoke(name)
     click.echo(f"agent {name}: credentials revoked")

@@ -56,7 +56,7 @@ def make_private(folder: Path) -> None:
 
 
 def _backup(dest: Path) -> None:
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
     from persmem_core.fileio import fsync_dir
     from persmem_core.plugins import PerPlugin, call_each
 

@@ -15,7 +15,7 @@ def config() -> None:
 @config.command()
 def path() -> None:
     """Print the config file path (it need not exist)."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     click.echo(get_host().config_path)
 
@@ -23,7 +23,7 @@ def path() -> None:
 @config.command()
 def check() -> None:
     """Validate the config file and environment overrides; exit 1 naming the bad path."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     host = get_host()
     host.config  # raises ConfigError with the file and the path
@@ -39,7 +39,7 @@ def show(fmt: str) -> None:
     """Print the effective config: defaults, file and environment overrides merged."""
     import tomli_w
 
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
     from persmem_core.config import to_builtins
 
     data = to_builtins(get_host().config)
@@ -49,6 +49,6 @@ def show(fmt: str) -> None:
 @config.command()
 def schema() -> None:
     """Print the JSON Schema of persmem.toml, generated from every loaded plugin's section."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     click.echo(json.dumps(get_host().config_schema(), indent=2))

@@ -17,7 +17,7 @@ from persmem_core.agents import check_name
 @click.option("--rotate", is_flag=True, help="Issue fresh credentials now and print them in the snippets.")
 def connect(agent_name: str, url: str | None, rotate: bool) -> None:
     """Print setup for Claude Code, Codex CLI, Claude Desktop and a claude.ai connector URL."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     host = get_host()
     check_name(agent_name)

@@ -10,7 +10,7 @@ import click
 @click.command()
 def doctor() -> None:
     """Check config, data folder, port, agents and every plugin's own health."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
     from persmem_core.doctor import run_doctor
 
     checks = run_doctor(get_host())

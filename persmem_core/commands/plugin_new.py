@@ -18,6 +18,9 @@ LAYOUT = {
     "pyproject.toml.tmpl": "pyproject.toml",
     "README.md.tmpl": "README.md",
     "package__init__.py.tmpl": "{package}/__init__.py",
+    "config.py.tmpl": "{package}/config.py",
+    "tools.py.tmpl": "{package}/tools.py",
+    "plugin.py.tmpl": "{package}/plugin.py",
     "test_plugin.py.tmpl": "tests/test_{name}.py",
 }
 

@@ -11,7 +11,7 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def plugins(as_json: bool) -> None:
     """List plugins: name, version, hooks, and load errors."""
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     host = get_host()
     rows = [

@@ -16,7 +16,7 @@ from persmem_core.errors import UserError
 def serve(transport: str | None, bind_host: str | None, port: int | None, agent: str | None) -> None:
     """Serve every plugin's tools over MCP (Streamable HTTP at /mcp, or stdio)."""
     from persmem_core import server
-    from persmem_core.cli import get_host
+    from persmem_core.commands import get_host
 
     host = get_host()
     cfg = host.config.server
