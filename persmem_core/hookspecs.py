@@ -40,7 +40,8 @@ def register_routes(register, host):
 
 @hookspec
 def register_panels(register, host):
-    """Contribute dashboard panels (the dashboard plugin documents the `register` arguments)."""
+    """Contribute dashboard panels (the dashboard plugin documents the `register` arguments); an id two plugins
+    register stops the server, like every other conflict."""
 
 
 @hookspec
@@ -50,12 +51,13 @@ def register_commands(cli):
 
 @hookspec
 def startup(host):
-    """Open stores and start background work before the server accepts requests."""
+    """Open your service and `host.state.put(NAME, service)` before the server accepts requests; raising stops
+    the server, naming the plugin."""
 
 
 @hookspec
 def shutdown(host):
-    """Flush and close what `startup` opened; called once, also after errors."""
+    """`host.state.pop(NAME)`, flush and close what `startup` opened; called once, also after errors."""
 
 
 @hookspec
