@@ -1,12 +1,17 @@
 """persmem-plugin-amq-maildir: agent-to-agent mail (AMQ) on Maildir.
 
 Modules, one job each:
+- `plugin.py`   the pluggy hooks (only hooks): config, tools, routes, panel, CLI, startup/shutdown, doctor,
+                backup, and the answer to the memory plugin's `inbox_summary`
 - `config.py`   the [amq] section of persmem.toml
-- `message.py`  the on-disk message format (persMEM's `---json` frontmatter + Markdown body), ids, kinds
-- `maildir.py`  delivery, claiming, listing and quarantine on one mailbox: the Maildir guarantees
-- `store.py`    the mail root: roster, who may read what, send/check/read/history/timeline/threads
+- `service.py`  the mail store of this host, opened at startup and kept in `host.state`; the mail root
 - `tools.py`    the MCP tools (amq_*)
 - `web.py`      the authenticated JSON + Server-Sent Events endpoint under /amq
-- `commands.py` `persmem amq ...`
-- `plugin.py`   the pluggy hooks that wire it all in
+- `panels.py`   the dashboard's Mail panel (template and script in `panel/`)
+- `commands.py` `persmem amq ...` (opens its own store: no server needed)
+- `store.py`    the mail root: roster, who may read what, send/check/read/history/timeline/threads
+- `feed.py`     the live feed: unread counts and newly delivered messages as event-stream items
+- `maildir.py`  delivery, claiming, listing and quarantine on one mailbox: the Maildir guarantees
+- `message.py`  the on-disk message format (persMEM's `---json` frontmatter + Markdown body), ids, kinds
+- `backup.py`   copying every delivered message for `persmem backup`
 """

@@ -1,6 +1,7 @@
 """`persmem amq ...`: look at the mailboxes and send mail from the command line (for a human operator).
 
-These work on the mail root directly, beside a running server: Maildir needs no lock.
+These work on the mail root directly, beside a running server: Maildir needs no lock. Each command opens
+its own store (service.open_service) for its length; a server's store is in that server's process.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import click
 def _store():
     from persmem_core.cli import get_host
 
-    from .plugin import open_store
+    from .service import open_service
 
-    return open_store(get_host())
+    return open_service(get_host())
 
 
 @click.group()

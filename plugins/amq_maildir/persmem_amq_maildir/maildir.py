@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from persmem_core.fileio import fsync_dir
+
 from .message import SUFFIX, MalformedMessage, Message, decode
 
 log = logging.getLogger("persmem.amq")
@@ -54,14 +56,6 @@ class Quarantined:
     name: str
     folder: str
     reason: str
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from importlib import resources
 
+from .feed import event_stream
+from .service import service
 from .store import newest
 
 FILES = resources.files("persmem_amq_maildir") / "panel"
 
 
 def _store(view):
-    from .plugin import store_for
-
-    return store_for(view.host)
+    return service(view.host)
 
 
 def context(view) -> dict:
@@ -31,8 +31,6 @@ def context(view) -> dict:
 
 async def events(view):
     """The /amq event stream, with each new message's body for the feed."""
-    from .web import event_stream
-
     async for item in event_stream(_store(view), view.agent, body=True):
         yield item
 

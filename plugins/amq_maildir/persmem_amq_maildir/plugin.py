@@ -1,34 +1,12 @@
 """The AMQ plugin's hooks: config, tools, the /amq HTTP endpoint, CLI, lifecycle, doctor, backup, and the
-answer to the memory plugin's `inbox_summary` question (a hook, not an import)."""
+answer to the memory plugin's `inbox_summary` question (a hook, not an import). The mail store itself is
+the service (service.py), kept in `host.state` from startup to shutdown."""
 
 from __future__ import annotations
 
 from persmem_core import hookimpl
 
 from .config import AmqConfig
-
-DATA_FOLDER = "amq"
-_stores: dict[int, object] = {}
-
-
-def mail_root(host):
-    from pathlib import Path
-
-    root = host.section("amq").root
-    return Path(root).expanduser() if root else host.data_dir(DATA_FOLDER)
-
-
-def open_store(host):
-    from .store import MailStore
-
-    return MailStore(mail_root(host), host.section("amq"), host.agents.names).open()
-
-
-def store_for(host):
-    store = _stores.get(id(host))
-    if store is None:  # stdio or CLI use before startup, or a host without a server
-        store = _stores[id(host)] = open_store(host)
-    return store
 
 
 @hookimpl
@@ -46,9 +24,10 @@ def register_tools(register):
 
 @hookimpl
 def register_routes(register, host):
+    from .service import service
     from .web import build_app
 
-    register("/amq", build_app(lambda: store_for(host)), auth="agent")
+    register("/amq", build_app(lambda: service(host)), auth="agent")
 
 
 @hookimpl
@@ -67,37 +46,40 @@ def register_commands(cli):
 
 @hookimpl
 def startup(host):
-    _stores[id(host)] = open_store(host)
+    from .service import NAME, open_service
+
+    host.state.put(NAME, open_service(host))
 
 
 @hookimpl
 def shutdown(host):
-    _stores.pop(id(host), None)
+    from .service import NAME
+
+    host.state.pop(NAME)  # the store holds no open files: nothing to close
 
 
 @hookimpl(optionalhook=True)
 def inbox_summary(host, agent):
     """Unread mail for the memory plugin's chorus_init: counts and the newest unread messages with bodies.
     Nothing is marked read."""
-    from .store import full
+    from .service import inbox_summary, service
 
-    entries, _ = store_for(host).box(agent).scan(("new",))
-    entries.sort(key=lambda e: e.message.header.created, reverse=True)
-    return {"available": True, "unread": len(entries), "messages": [full(e) for e in entries[:10]],
-            "note": "peeked, not marked read: amq_read each message you act on"}
+    return inbox_summary(service(host), agent)
 
 
 @hookimpl
 def doctor(host):
+    import os
+
     from persmem_core.doctor import fail, pass_, warn
+
+    from .service import mail_root, open_service
 
     root = mail_root(host)
     try:
-        store = open_store(host)
+        store = open_service(host)  # its own store: doctor also runs without a server
     except OSError as exc:
         return [fail("amq mail root", f"{root}: {exc.strerror or exc}")]
-    import os
-
     if not os.access(root, os.W_OK):
         return [fail("amq mail root", f"{root} is not writable by this user")]
     boxes = store.on_disk()
@@ -115,5 +97,6 @@ def doctor(host):
 def backup(host, dest):
     """Copy every mailbox's delivered messages (new/ and cur/; tmp/ holds nothing acknowledged)."""
     from .backup import backup_mail
+    from .service import mail_root
 
     backup_mail(mail_root(host), dest)

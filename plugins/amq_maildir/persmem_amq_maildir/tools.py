@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from persmem_core import CallContext, UserError
 
+from .service import service
 from .store import MailStore, normalize
 
 
 def _store(call: CallContext) -> MailStore:
-    from .plugin import store_for
-
-    return store_for(call.host)
+    return service(call.host)
 
 
 def _as_caller(claimed: str, call: CallContext, tool: str) -> str:

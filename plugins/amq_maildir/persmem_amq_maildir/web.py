@@ -12,8 +12,6 @@ sent by it, or in an inbox `[amq] readers` grants it).
 
 from __future__ import annotations
 
-import json
-
 import anyio
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
@@ -23,11 +21,10 @@ from starlette.routing import Route
 
 from persmem_core import UserError
 
-from .maildir import Entry
-from .store import MailStore, newest, row
+from .feed import event_stream
+from .store import MailStore, newest
 
 PING_SECONDS = 15
-WAKE_SECONDS = 0.1  # how often a stream looks for sends made by this process
 
 
 def build_app(get_store) -> Starlette:
@@ -60,40 +57,3 @@ def _feed(store: MailStore, caller: str, limit: int) -> dict:
     if not 1 <= limit <= 200:
         raise UserError("limit must be from 1 to 200.")
     return {"you": caller, "messages": newest(store.visible_entries(caller)[0], limit)}
-
-
-def _snapshot(store: MailStore, caller: str) -> tuple[dict[str, int], dict[tuple[str, str], Entry]]:
-    """Unread counts per mailbox, and the unread messages the caller may see, by (mailbox, file)."""
-    counts, visible = {}, {}
-    granted = store.readable(caller)
-    for name in store.roster():
-        entries, _ = store.box(name).scan(("new",))  # parsed headers come from the cache
-        counts[name] = len(entries)
-        whole = name == caller or granted is None or name in granted
-        for entry in entries:
-            if whole or entry.message.header.sender == caller:
-                visible[(name, entry.name)] = entry
-    return counts, visible
-
-
-async def event_stream(store: MailStore, caller: str, body: bool = False):
-    """SSE items: `unread` counts at once and on every change, `message` for each new message the caller may
-    see (headers, or with `body` the whole message)."""
-    counts, seen = await anyio.to_thread.run_sync(_snapshot, store, caller)
-    yield {"event": "unread", "data": json.dumps({"you": caller, "unread": counts})}
-    generation = store.generation
-    waited = 0.0
-    while True:
-        await anyio.sleep(WAKE_SECONDS)
-        waited += WAKE_SECONDS
-        if store.generation == generation and waited < store.config.poll_seconds:
-            continue
-        generation, waited = store.generation, 0.0
-        new_counts, now = await anyio.to_thread.run_sync(_snapshot, store, caller)
-        for key, entry in now.items():
-            if key not in seen:
-                yield {"event": "message", "id": entry.id, "data": json.dumps(row(key[0], entry, body))}
-        seen = now
-        if new_counts != counts:
-            counts = new_counts
-            yield {"event": "unread", "data": json.dumps({"you": caller, "unread": counts})}

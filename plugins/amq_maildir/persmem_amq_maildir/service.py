@@ -1,0 +1,38 @@
+"""The AMQ plugin's service: the mail store of this host, opened at startup and kept in `host.state`.
+
+- `open_service(host)` opens the store on the mail root ([amq] root, or the plugin's own data folder). The
+  `startup` hook puts it in `host.state`; CLI commands (no server) open their own for the command's length.
+- `service(host)` is how entry points (tools, panel, /amq routes) get it: before startup, or after shutdown,
+  that is `NotReady`, never a second store opened on the side.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .store import MailStore, full
+
+NAME = "amq_maildir"  # the plugin's entry-point name: its key in host.state
+DATA_FOLDER = "amq"  # the default mail root, <home>/amq
+SUMMARY_MESSAGES = 10  # the newest unread messages inbox_summary hands over with their bodies
+
+
+def mail_root(host) -> Path:
+    root = host.section("amq").root
+    return Path(root).expanduser() if root else host.data_dir(DATA_FOLDER)
+
+
+def open_service(host) -> MailStore:
+    return MailStore(mail_root(host), host.section("amq"), host.agents.names).open()
+
+
+def service(host) -> MailStore:
+    return host.state.get(NAME)
+
+
+def inbox_summary(store: MailStore, agent: str) -> dict:
+    """Unread mail of `agent`: the count and the newest unread messages with bodies. Nothing is marked read."""
+    entries, _ = store.box(agent).scan(("new",))
+    entries.sort(key=lambda e: e.message.header.created, reverse=True)
+    return {"available": True, "unread": len(entries), "messages": [full(e) for e in entries[:SUMMARY_MESSAGES]],
+            "note": "peeked, not marked read: amq_read each message you act on"}
