@@ -1,4 +1,5 @@
-"""[shell] section of persmem.toml: where the workspace is and which commands may run."""
+"""[shell] section of persmem.toml: which commands may run, and their limits (the workspace roots are the
+core's [workspace] section)."""
 
 from __future__ import annotations
 
@@ -43,11 +44,6 @@ DEFAULT_ALLOW: dict[str, CommandRule] = {
 
 
 class ShellConfig(ConfigSection):
-    roots: Annotated[
-        list[str],
-        Meta(description="Workspace folders the shell and file tools may touch. Empty: <home>/workspace. "
-                         "The first one is where relative paths and commands start."),
-    ] = []
     allow: Annotated[
         dict[str, CommandRule],
         Meta(description="Programs shell_exec may run and how; replaces the default list when set "
@@ -58,7 +54,6 @@ class ShellConfig(ConfigSection):
         Meta(description="Programs added to the default list, e.g. {python3 = {deny = [\"-c\"]}} or "
                          "{make = {subcommands = [\"test\"]}}."),
     ] = {}
-    default_timeout: Annotated[float, Meta(gt=0)] = 30.0
     max_timeout: Annotated[float, Meta(gt=0, description="The longest time limit a call may ask for, seconds.")] = 300.0
     max_output_bytes: Annotated[
         int, Meta(ge=1024, description="stdout and stderr are each cut at this size; the process is stopped.")

@@ -6,11 +6,11 @@ import contextlib
 import difflib
 import errno
 import os
-import secrets
 import stat
 from pathlib import Path
 
 from persmem_core import UserError
+from persmem_core.fileio import atomic_write_at
 
 from .sandbox import Sandbox, refuse_git_folder
 
@@ -68,7 +68,7 @@ def write(sandbox: Sandbox, path: str, content: str, mkdir: bool, max_bytes: int
             if existing is not None and stat.S_ISDIR(existing.st_mode):
                 raise UserError(f"{path!r} is a folder; give a file name.")
             mode = existing.st_mode & 0o777 if existing is not None and stat.S_ISREG(existing.st_mode) else 0o644
-            _atomic_replace(folder, target.name, data, mode)
+            atomic_write_at(folder, target.name, data, mode)
         finally:
             os.close(folder)
     return {"status": "written", "path": str(target), "bytes": len(data), "created": existing is None}
@@ -84,25 +84,6 @@ def _clear_os_errors(path: str):
         reason = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
                   errno.EROFS: "the file system is read-only"}.get(exc.errno, exc.strerror or str(exc))
         raise UserError(f"cannot write {path!r}: {reason}; nothing was changed.") from None
-
-
-def _atomic_replace(folder: int, name: str, data: bytes, mode: int) -> None:
-    """Write a temp file in the folder (a descriptor: no path is looked up again), fsync, rename it over `name`
-    (a symlink there is replaced, not followed), fsync the folder."""
-    tmp = f".persmem-{secrets.token_hex(6)}.tmp"  # short: any target name fits
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=folder)
-        raise
-    os.fsync(folder)
 
 
 def patch(sandbox: Sandbox, path: str, old_text: str, new_text: str, max_bytes: int) -> dict:
@@ -125,7 +106,7 @@ def patch(sandbox: Sandbox, path: str, old_text: str, new_text: str, max_bytes: 
         folder = sandbox.open_folder(target.parent, path)
         try:
             mode = os.stat(target.name, dir_fd=folder, follow_symlinks=False).st_mode
-            _atomic_replace(folder, target.name, updated.encode("utf-8"), mode & 0o777 if stat.S_ISREG(mode) else 0o644)
+            atomic_write_at(folder, target.name, updated.encode("utf-8"), mode & 0o777 if stat.S_ISREG(mode) else 0o644)
         finally:
             os.close(folder)
     line = text[: text.index(old_text)].count("\n") + 1

@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from persmem_core import UserError, bubblewrap
-from persmem_core.children import run_capped
+from persmem_core.children import SAFE_PATH, run_capped
 
-SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 NICE = ("nice", "-n", "10")
 
 
@@ -59,7 +58,7 @@ def run(argv: list[str], cwd: Path, home: Path, timeout: float, max_output: int,
                       timeout, max_output)
         broken = bubblewrap.failure(result["stderr"].encode()) if result["returncode"] == 1 else None
         if broken:
-            raise UserError(f"the OS sandbox could not be set up, so nothing ran ({broken}). Check the [shell] roots "
+            raise UserError(f"the OS sandbox could not be set up, so nothing ran ({broken}). Check the [workspace] roots "
                             "and sandbox_read_only folders (`persmem doctor`).")
         return result
     with private_tmp(tmp_folder, max_age=timeout + 3600) as tmp:

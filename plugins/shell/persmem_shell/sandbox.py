@@ -29,7 +29,7 @@ class Sandbox:
     def __init__(self, roots: list[Path], hidden: list[Path] = ()):
         self.roots = [Path(os.path.realpath(r)) for r in roots]
         if Path("/") in self.roots:
-            raise UserError("[shell] roots contains / : that would make the whole machine the workspace. List the "
+            raise UserError("[workspace] roots contains / : that would make the whole machine the workspace. List the "
                             "project folders instead.")
         self.hidden = [Path(os.path.realpath(h)) for h in hidden]
 

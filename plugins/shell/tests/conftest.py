@@ -21,7 +21,8 @@ def ws(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ws):
     home = tmp_path_factory.mktemp("shellhome")
-    write_config(home, {"shell": {"roots": [str(ws)], "max_output_bytes": 4096,
+    write_config(home, {"workspace": {"roots": [str(ws)]},
+                        "shell": {"max_output_bytes": 4096,
                                   "extra_allow": {"sleep": {}, "python3": {"deny": ["-c", "-m", "-i"]}}}})
     env = clean_env(home, PERSMEM_DISABLE_PLUGINS="memory_hnsw,amq_maildir,git,searxng",
                     PERSMEM_TEST_SECRET="server-secret-value", LD_PRELOAD="")

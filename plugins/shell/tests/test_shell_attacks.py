@@ -18,9 +18,9 @@ needs_bwrap = pytest.mark.skipif(bubblewrap.problem() is not None, reason=f"no O
 ONLY_SHELL = "memory_hnsw,amq_maildir,git,searxng,dashboard"
 
 
-def start(tmp_path_factory, name, shell, roots=None, plugins_off=ONLY_SHELL, agents=("kite",), home=None):
+def start(tmp_path_factory, name, shell, roots, plugins_off=ONLY_SHELL, agents=("kite",), home=None):
     home = home or tmp_path_factory.mktemp(name)
-    write_config(home, {"shell": shell})
+    write_config(home, {"workspace": {"roots": roots}, "shell": shell})
     env = clean_env(home, PERSMEM_DISABLE_PLUGINS=plugins_off, PERSMEM_TEST_SECRET="server-secret-value")
     return start_server(home, agents, env)
 
@@ -30,14 +30,14 @@ def wide_open(tmp_path_factory, ws):
     """A server whose allowlist is opened wide on purpose (a shell, python without limits): only the OS
     sandbox stands between a command and the rest of the machine."""
     allow = {name: {} for name in ("sh", "cat", "ls", "python3", "sort", "echo")}
-    server = start(tmp_path_factory, "widehome", {"roots": [str(ws)], "allow": allow, "tmp_max_bytes": 8_000_000})
+    server = start(tmp_path_factory, "widehome", {"allow": allow, "tmp_max_bytes": 8_000_000}, [str(ws)])
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
 def unsandboxed(tmp_path_factory, ws):
-    server = start(tmp_path_factory, "offhome", {"roots": [str(ws)], "sandbox": "off", "extra_allow": {"python3": {}}})
+    server = start(tmp_path_factory, "offhome", {"sandbox": "off", "extra_allow": {"python3": {}}}, [str(ws)])
     yield server
     server.stop()
 
@@ -147,7 +147,7 @@ def test_an_option_value_naming_a_link_out_is_refused(call, ws):
 
 
 def test_a_root_of_slash_is_refused(tmp_path_factory):
-    server = start(tmp_path_factory, "slashhome", {"roots": ["/"]})
+    server = start(tmp_path_factory, "slashhome", {}, ["/"])
     try:
         with pytest.raises(ToolCallError, match="roots contains / "):
             server.call_tool("shell_exec", {"command": "ls"}, agent="kite")
@@ -245,7 +245,7 @@ def test_a_root_that_contains_the_data_folder_still_hides_the_data(tmp_path_fact
     base = tmp_path_factory.mktemp("rootwithdata")
     home = base / "persmem-home"
     (base / "project.txt").write_text("work\n")
-    server = start(tmp_path_factory, "unused", {"roots": [str(base)], "allow": {"sh": {}, "cat": {}}}, home=home)
+    server = start(tmp_path_factory, "unused", {"allow": {"sh": {}, "cat": {}}}, [str(base)], home=home)
     try:
         for tool, args in (("file_read", {"path": str(home / "agents.json")}),
                            ("shell_exec", {"command": "cat persmem-home/agents.json"})):
@@ -266,7 +266,7 @@ def test_a_root_that_contains_the_data_folder_still_hides_the_data(tmp_path_fact
 def test_without_the_sandbox_a_workspace_holding_the_data_runs_no_command(tmp_path_factory):
     base = tmp_path_factory.mktemp("rootwithdata-off")
     home = base / "persmem-home"
-    server = start(tmp_path_factory, "unused", {"roots": [str(base)], "sandbox": "off"}, home=home)
+    server = start(tmp_path_factory, "unused", {"sandbox": "off"}, [str(base)], home=home)
     try:
         with pytest.raises(ToolCallError, match="contains persmem's own data folder.*nothing was run"):
             server.call_tool("shell_exec", {"command": "grep -r token_sha256 ."}, agent="kite")
@@ -301,7 +301,7 @@ def test_git_folders_are_changed_only_by_git_op(call, ws):
 # -- one agent's many slow commands ---------------------------------------------------------------------
 
 def test_one_agents_slow_commands_never_stall_other_agents(tmp_path_factory, ws):
-    server = start(tmp_path_factory, "busyhome", {"roots": [str(ws)], "extra_allow": {"sleep": {}}},
+    server = start(tmp_path_factory, "busyhome", {"extra_allow": {"sleep": {}}}, [str(ws)],
                    plugins_off="memory_hnsw,git,searxng,dashboard", agents=("kite", "wren"))
 
     async def flood_and_ask():
