@@ -1,6 +1,6 @@
 """SSRF rules for web_fetch (security.md): http/https only, no credentials in URLs; the host is resolved and
 every address must be public (or in [searxng] fetch_allow_networks); the connection goes to the checked
-address, so a DNS answer cannot change between check and use; redirects are followed by hand (fetch.py) and
+address, so a DNS answer cannot change between check and use (`Guard.check`); redirects are followed by hand (fetch.py) and
 each hop is checked again.
 
 Numeric tricks (`127.1`, `2130706433`, `0x7f.1`) resolve to the address they mean and are judged by it. An
@@ -19,7 +19,7 @@ import httpx2
 
 from persmem_core import UserError
 
-from .resolver import getaddrinfo
+from .resolver import Resolver
 
 Address = IPv4Address | IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -96,34 +96,50 @@ def refusal(address: Address, networks: list[Network]) -> str | None:
     return str(address) + (f" (which embeds {' and '.join(map(str, embedded))})" if embedded else "")
 
 
-async def check(url: str | httpx2.URL, networks: list[Network]) -> Target:
-    """The URL's rules, then its host resolved and every address judged; cancellable (the call's deadline)."""
-    try:
-        parsed = httpx2.URL(url) if isinstance(url, str) else url
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the caller's input
-        raise UserError(f"not a valid URL: {str(url)[:200]!r} ({exc}).") from None
-    if parsed.scheme not in ("http", "https"):
-        raise UserError(f"only http and https URLs can be fetched, not {parsed.scheme or 'no scheme'!r}.")
-    if parsed.userinfo:
-        raise UserError("URLs with a user name or password are refused.")
-    host = parsed.host
-    if not host:
-        raise UserError("the URL has no host.")
-    port = parsed.port if parsed.port is not None else (443 if parsed.scheme == "https" else 80)
-    if not 0 < port < 65536:  # getaddrinfo would wrap 99999 round to 34463
-        raise UserError(f"port {port} is out of range; a port is 1 to 65535.")
-    try:
-        infos = await getaddrinfo(host, port)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise UserError(f"cannot resolve {host!r}: {exc}.") from None
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    refused = [why for why in (refusal(a, networks) for a in addresses) if why]
-    if refused or not addresses:
-        raise UserError(f"{host!r} resolves to {refused[0] if refused else 'nothing'}, a private, loopback, "
-                        "link-local or otherwise non-public address; web_fetch refuses it (an operator can allow "
-                        "a network with [searxng] fetch_allow_networks).")
-    return Target(parsed, addresses[0])
+@dataclass(frozen=True)
+class Guard:
+    """What web_fetch may connect to on this server: public addresses, plus the networks [searxng]
+    fetch_allow_networks opens; names are resolved with the server's bounded lookups (resolver.py)."""
+
+    networks: list[Network]
+    resolver: Resolver
+
+    async def check(self, url: str | httpx2.URL) -> Target:
+        """The URL's rules, then its host resolved and every address judged; cancellable (the call's deadline)."""
+        try:
+            parsed = httpx2.URL(url) if isinstance(url, str) else url
+        except Exception as exc:  # noqa: BLE001 - any parse failure is the caller's input
+            raise UserError(f"not a valid URL: {str(url)[:200]!r} ({exc}).") from None
+        if parsed.scheme not in ("http", "https"):
+            raise UserError(f"only http and https URLs can be fetched, not {parsed.scheme or 'no scheme'!r}.")
+        if parsed.userinfo:
+            raise UserError("URLs with a user name or password are refused.")
+        host = parsed.host
+        if not host:
+            raise UserError("the URL has no host.")
+        port = parsed.port if parsed.port is not None else (443 if parsed.scheme == "https" else 80)
+        if not 0 < port < 65536:  # getaddrinfo would wrap 99999 round to 34463
+            raise UserError(f"port {port} is out of range; a port is 1 to 65535.")
+        try:
+            infos = await self.resolver.getaddrinfo(host, port)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise UserError(f"cannot resolve {host!r}: {exc}.") from None
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+        refused = [why for why in (refusal(a, self.networks) for a in addresses) if why]
+        if refused or not addresses:
+            raise UserError(f"{host!r} resolves to {refused[0] if refused else 'nothing'}, a private, loopback, "
+                            "link-local or otherwise non-public address; web_fetch refuses it (an operator can allow "
+                            "a network with [searxng] fetch_allow_networks).")
+        return Target(parsed, addresses[0])
 
 
 def networks_from(cidrs: list[str]) -> list[Network]:
-    return [ipaddress.ip_network(c, strict=False) for c in cidrs]
+    """[searxng] fetch_allow_networks as networks; a value that is not one is refused, naming the setting."""
+    networks = []
+    for cidr in cidrs:
+        try:
+            networks.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            raise UserError(f"[searxng] fetch_allow_networks: {cidr!r} is not a network; write CIDRs such as "
+                            "\"192.168.1.0/24\" or \"fd00::/8\" in persmem.toml.") from None
+    return networks

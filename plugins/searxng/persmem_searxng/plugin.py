@@ -1,5 +1,5 @@
-"""The searxng plugin's hooks: the [searxng] section, web_search and web_fetch, and a doctor check that
-asks SearXNG for JSON."""
+"""The searxng plugin's hooks: the [searxng] section, web_search and web_fetch, the service they use
+(service.py, in `host.state` from startup to shutdown), and a doctor check that asks SearXNG for JSON."""
 
 from __future__ import annotations
 
@@ -22,13 +22,32 @@ def register_tools(register):
 
 
 @hookimpl
+def startup(host):
+    from .service import NAME, open_service
+
+    host.state.put(NAME, open_service(host))
+
+
+@hookimpl
+def shutdown(host):
+    from .service import NAME
+
+    host.state.pop(NAME)  # hung name lookups are daemon threads: nothing to wait for
+
+
+@hookimpl
 def doctor(host):
     from persmem_core import UserError
-    from persmem_core.doctor import pass_, warn
+    from persmem_core.doctor import fail, pass_, warn
 
+    from .netguard import networks_from
     from .search import search
 
     cfg = host.section("searxng")
+    try:
+        networks_from(cfg.fetch_allow_networks)
+    except UserError as exc:  # the server would not start
+        return [fail("searxng", str(exc))]
     try:
         search(cfg.url, "persmem doctor", 1, "", "", "", min(cfg.timeout, 5.0))
     except UserError as exc:

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import ToolCallError, assert_tools_answer_clearly, free_port
+from persmem_core.testing import (ToolCallError, assert_tools_answer_clearly, clean_env, free_port, persmem_command,
+                                  write_config)
 
 from fakeweb import FakeWeb, start
 
@@ -118,3 +119,17 @@ def test_any_arguments_give_a_result_or_a_clear_error(server, query, url, max_ch
         ("web_search", {"query": query}),
         ("web_fetch", {"url": url, "max_chars": max_chars}),
     ], "kite")
+
+
+def test_a_setting_that_is_not_a_network_stops_the_server_naming_it(tmp_path):
+    """Networks are read once, at startup: a typo must not leave every web_fetch failing while the server runs."""
+    home = tmp_path / "home"
+    write_config(home, {"searxng": {"fetch_allow_networks": ["192.168.1.0/24", "my-lan"]}})
+    env = clean_env(home, PERSMEM_DISABLE_PLUGINS="memory_hnsw,amq_maildir,shell,git,dashboard")
+    doctor = subprocess.run(persmem_command("doctor"), env=env, capture_output=True, text=True, timeout=60)
+    assert "FAIL" in doctor.stdout and "'my-lan' is not a network" in doctor.stdout
+    serve = subprocess.run(persmem_command("serve", "--port", str(free_port())), env=env, capture_output=True,
+                           text=True, timeout=60)
+    last = serve.stderr.strip().splitlines()[-1]
+    assert serve.returncode == 1 and "plugin 'searxng' failed to start" in last
+    assert "[searxng] fetch_allow_networks: 'my-lan' is not a network" in last
