@@ -1,4 +1,5 @@
-"""[git] section of persmem.toml."""
+"""[git] section of persmem.toml: remotes, authors and limits (repositories must be under the core's
+[workspace] roots)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,6 @@ from persmem_core import ConfigSection, bubblewrap
 
 
 class GitConfig(ConfigSection):
-    roots: Annotated[
-        list[str],
-        Meta(description="Folders repositories must be under. Empty: <home>/workspace (the shell plugin's default "
-                         "workspace too)."),
-    ] = []
     remotes: Annotated[
         list[str],
         Meta(description="URL prefixes clone/fetch/pull/push may talk to, e.g. \"https://github.com/me/\" or "

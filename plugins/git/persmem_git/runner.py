@@ -17,9 +17,8 @@ import re
 from pathlib import Path
 
 from persmem_core import UserError, bubblewrap
-from persmem_core.children import run_capped
+from persmem_core.children import SAFE_PATH, run_capped
 
-SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 HARDENING = [
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.sshCommand=ssh -o BatchMode=yes", "core.pager=cat",
     "core.editor=false", "sequence.editor=false", "core.askPass=", "credential.helper=", "protocol.ext.allow=never",
@@ -83,7 +82,7 @@ def run_git(args: list[str], *, cwd: Path, env: dict[str, str], safe_dir: Path, 
         raise UserError(f"git {args[0]} did not finish within {timeout:g} s ([git] timeout) and was stopped.")
     broken = bubblewrap.failure(done.stderr) if confinement is not None and done.returncode == 1 else None
     if broken:
-        raise UserError(f"the OS sandbox could not be set up, so git did not run ({broken}). Check the [git] roots "
+        raise UserError(f"the OS sandbox could not be set up, so git did not run ({broken}). Check the [workspace] roots "
                         "(`persmem doctor`).")
     result = {"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
               "stderr": done.stderr.decode("utf-8", "replace"), "duration_ms": round(done.duration * 1000, 1)}

@@ -14,6 +14,7 @@ from . import remotes
 from .operations import OPS, parse
 from .repo import inside, resolve_repo, vet_repository
 from .runner import git_env, reader, run_git
+from .service import service
 
 NAME_RE = re.compile(r"[\w@+][\w./@{}~^:+-]*")
 SUBMODULES_OFF = {"status": ["--ignore-submodules=all"], "diff": ["--ignore-submodules=all"]}
@@ -30,10 +31,8 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
     the operator allowed. Returns stdout, stderr and returncode; a failing git command is an error with git's
     message. git runs in an OS sandbox where the machine allows it: it sees the workspace and nothing of
     persmem's data, with a network only for clone, fetch, pull and push."""
-    from .plugin import settings
-
-    cfg, roots, home = settings(call.host)
-    hidden = [call.host.home, call.host.config_path]
+    git = service(call.host)
+    cfg, roots, home, hidden = git.config, git.roots, git.home, git.hidden
     if operation not in OPS:
         raise UserError(f"unknown operation {operation!r}; use one of: {', '.join(OPS)}.")
     if not isinstance(args, str) or "\x00" in args:

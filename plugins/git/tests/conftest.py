@@ -16,7 +16,8 @@ def roots(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, roots):
     home = tmp_path_factory.mktemp("githome")
-    write_config(home, {"git": {"roots": [str(roots / "ws")], "remotes": [str(roots / "remotes") + "/"],
+    write_config(home, {"workspace": {"roots": [str(roots / "ws")]},
+                        "git": {"remotes": [str(roots / "remotes") + "/"],
                                 "authors": {"wren": "Wren Bird <wren@example.org>"}}})
     env = clean_env(home, PERSMEM_DISABLE_PLUGINS="memory_hnsw,amq_maildir,shell,searxng")
     running = start_server(home, ("kite", "wren"), env)

@@ -134,7 +134,7 @@ def test_a_repository_holding_the_data_folder_is_refused(tmp_path, persmem_serve
     base = tmp_path / "dotfiles"
     git("init", "-q", str(base))
     home = base / ".persmem"  # the data folder inside a repository's work tree: `add -A` would commit the tokens
-    server = persmem_server(agents=["kite"], config={"git": {"roots": [str(base)]}},
+    server = persmem_server(agents=["kite"], config={"workspace": {"roots": [str(base)]}},
                             env={"PERSMEM_HOME": str(home),
                                  "PERSMEM_DISABLE_PLUGINS": "memory_hnsw,amq_maildir,shell,searxng,dashboard"})
     for operation, args in (("add", "-A"), ("status", "")):
@@ -236,8 +236,8 @@ def test_http_redirects_out_of_the_allowed_prefix_are_not_followed(tmp_path, per
     threading.Thread(target=web.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{web.server_address[1]}"
     (tmp_path / "ws").mkdir()
-    server = persmem_server(agents=["kite"], config={"git": {"roots": [str(tmp_path / "ws")],
-                                                             "remotes": [f"{base}/allowed/"]}},
+    server = persmem_server(agents=["kite"], config={"workspace": {"roots": [str(tmp_path / "ws")]},
+                                                     "git": {"remotes": [f"{base}/allowed/"]}},
                             env={"PERSMEM_DISABLE_PLUGINS": "memory_hnsw,amq_maildir,shell,searxng,dashboard"})
     try:
         with pytest.raises(ToolCallError, match="git clone failed"):
