@@ -22,6 +22,7 @@ confines.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import subprocess
@@ -159,6 +160,13 @@ def use(mode: SandboxMode, section: str) -> bool:
         raise UserError(f"[{section}] sandbox = \"required\" but {reason}; nothing was run. Install bubblewrap, "
                         f"or set [{section}] sandbox = \"auto\" to run without the OS sandbox.")
     return False
+
+
+def warn_if_unconfined(mode: SandboxMode, section: str) -> None:
+    """At startup: say once, in the server log, when [section]'s commands will run without the sandbox."""
+    if mode == "auto" and problem() is not None:
+        logging.getLogger(f"persmem.{section}").warning(
+            "[%s] sandbox = auto: %s; commands run without the OS sandbox (persmem doctor)", section, problem())
 
 
 def doctor_line(mode: SandboxMode, section: str):

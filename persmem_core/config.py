@@ -77,6 +77,14 @@ def config_type(sections: dict[str, type]) -> type:
     return msgspec.defstruct("PersmemConfig", fields, kw_only=True, forbid_unknown_fields=True)
 
 
+# Settings that moved, and where to: named in the error a config with the old spelling gets.
+MOVED = {
+    ("shell", "roots"): " The workspace roots are now set once for the shell and git tools: [workspace] roots.",
+    ("git", "roots"): " The workspace roots are now set once for the shell and git tools: [workspace] roots.",
+    ("shell", "default_timeout"): " It was never used: remove it (a shell_exec call's timeout defaults to 30 s).",
+}
+
+
 def validate(raw: dict[str, Any], sections: dict[str, type], *, source: str, env_sources: dict[str, str] | None = None):
     """Convert `raw` to the joined config type. Returns (config, warnings).
 
@@ -97,7 +105,9 @@ def validate(raw: dict[str, Any], sections: dict[str, type], *, source: str, env
         for path, var in (env_sources or {}).items():
             if f"`{path}`" in message or f"`{path}." in message or f"`{path}[" in message:
                 origin = f"{source} (value from environment variable {var})"
-        raise ConfigError(f"{origin}: {message}. Fix it, then run `persmem config check`.") from None
+        moved = next((hint for (section, field), hint in MOVED.items()
+                      if f"unknown field `{field}`" in message and f"at `$.{section}`" in message), "")
+        raise ConfigError(f"{origin}: {message}.{moved} Fix it, then run `persmem config check`.") from None
     return config, warnings
 
 

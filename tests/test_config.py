@@ -1,6 +1,7 @@
 """Config: one TOML file, msgspec sections, env overrides, errors with file and path."""
 
 import json
+import re
 
 import pytest
 
@@ -94,3 +95,12 @@ def test_schema_validates_real_config(run_cli, sample_env):
     jsonschema.validate({"server": {"port": 9000}, "echo": {"prefix": "x"}}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"server": {"port": "nope"}}, schema)
+
+
+@pytest.mark.parametrize("section,setting,hint", [("shell", 'roots = ["/tmp"]', "[workspace] roots"),
+                                                  ("git", 'roots = ["/tmp"]', "[workspace] roots"),
+                                                  ("shell", "default_timeout = 3", "never used")])
+def test_a_setting_that_moved_names_where_it_went(persmem_host, section, setting, hint):
+    host = persmem_host(config=f"[{section}]\n{setting}\n")
+    with pytest.raises(ConfigError, match=re.escape(hint)):
+        host.config

@@ -24,18 +24,13 @@ def register_tools(register, host):
 def startup(host):
     """Build the service git_op uses; say once, in the server log, when commands will run without the OS
     sandbox."""
-    import logging
-
     from persmem_core import bubblewrap
 
     from .service import NAME, open_service
 
     git = open_service(host)
     host.state.put(NAME, git)
-    if git.config.sandbox == "auto" and bubblewrap.problem() is not None:
-        logging.getLogger("persmem.git").warning(
-            "[git] sandbox = auto: %s; commands run without the OS sandbox (persmem doctor)",
-            bubblewrap.problem())
+    bubblewrap.warn_if_unconfined(git.config.sandbox, "git")
 
 
 @hookimpl

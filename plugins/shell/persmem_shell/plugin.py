@@ -26,18 +26,13 @@ def register_tools(register, host):
 def startup(host):
     """Build the service the tools use; say once, in the server log, when commands will run without the OS
     sandbox."""
-    import logging
-
     from persmem_core import bubblewrap
 
     from .service import NAME, open_service
 
     shell = open_service(host)
     host.state.put(NAME, shell)
-    if shell.config.sandbox == "auto" and bubblewrap.problem() is not None:
-        logging.getLogger("persmem.shell").warning(
-            "[shell] sandbox = auto: %s; commands run without the OS sandbox (persmem doctor)",
-            bubblewrap.problem())
+    bubblewrap.warn_if_unconfined(shell.config.sandbox, "shell")
 
 
 @hookimpl
