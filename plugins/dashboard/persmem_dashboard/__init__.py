@@ -1,12 +1,17 @@
 """persmem-plugin-dashboard: the web dashboard's shell (layout, navigation, login, static assets); the
 panels come from plugins through the `register_panels` hook.
 
+- `plugin.py`   the pluggy hooks (only hooks): mount the app, the [dashboard] section, the System panel, CLI,
+                doctor
 - `config.py`   the [dashboard] section
-- `panels.py`   the panel contract (what `register_panels` receives) and collecting panels from plugins
-- `charts.py`   donut and bar charts as SVG, rendered on the server with pygal (no JavaScript, no CDN)
+- `service.py`  what the app serves, gathered once when it is built: the panels, their problems, the settings,
+                the CSRF secret and the sessions folder
 - `app.py`      the Litestar app: login, CSRF, security headers, panel pages, event streams
+- `commands.py` `persmem dashboard`: the app alone, without MCP
+- `system.py`   the dashboard's own panel: plugins, problems, doctor, agents
+- `panels.py`   the panel contract (what `register_panels` receives) and collecting panels from plugins
+                (one panel id, two plugins: the server stops)
 - `sessions.py` login sessions: none stored before login, a new id at each login, deleted at logout, swept
 - `streams.py`  event streams that end within a moment of their agent's revocation
-- `system.py`   the dashboard's own panel: plugins, doctor, agents
-- `plugin.py`   the pluggy hooks
+- `charts.py`   donut and bar charts as SVG, rendered on the server with pygal (no JavaScript, no CDN)
 """

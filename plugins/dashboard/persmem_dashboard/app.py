@@ -31,10 +31,10 @@ from litestar.stores.file import FileStore
 from litestar.template.config import TemplateConfig
 
 from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes
 
 from .charts import chart
-from .panels import Panel, View, collect_panels
+from .panels import Panel, View
+from .service import open_service
 from .sessions import LoginSessionConfig
 from .streams import ends_with_the_login, is_active
 
@@ -59,23 +59,11 @@ def ago(value: Any) -> str:
     return "just now"
 
 
-def _secret(folder: Path) -> str:
-    path = folder / "secret.key"
-    if not path.exists():
-        atomic_write_bytes(path, secrets.token_hex(32).encode(), mode=0o600)
-    return path.read_text().strip()
-
-
 def build_dashboard(host, base: str) -> Litestar:
-    """The app; `base` is the URL path it is served under (for links and cookie paths)."""
-    cfg = host.section("dashboard")
-    folder = host.data_dir("dashboard")
-    secret = _secret(folder)
-    panels, problems = collect_panels(host)
-    by_id = {p.id: p for p in panels}
-    secure = (host.config.server.public_url or "").startswith("https://")
-    sessions = folder / "sessions"
-    sessions.mkdir(mode=0o700, exist_ok=True)
+    """The app; `base` is the URL path it is served under (for links and cookie paths). Two plugins registering
+    one panel id stop it here (PluginConflictError), before anything is served."""
+    dashboard = open_service(host)
+    cfg, panels, problems, secure = dashboard.config, dashboard.panels, dashboard.problems, dashboard.secure
     session_config = LoginSessionConfig(key="persmem_session", max_age=max(1, round(cfg.session_hours * 3600)),
                                         path=base or "/", secure=secure, httponly=True, samesite="strict",
                                         store="sessions")
@@ -130,7 +118,7 @@ def build_dashboard(host, base: str) -> Litestar:
         return Redirect(f"{base}/login")
 
     def panel_or_404(panel_id: str) -> Panel:
-        panel = by_id.get(panel_id)
+        panel = dashboard.panel(panel_id)
         if panel is None:
             raise NotFoundException(f"no panel {panel_id!r}")
         return panel
@@ -197,10 +185,10 @@ def build_dashboard(host, base: str) -> Litestar:
         route_handlers=[home, login_form, login, logout, show, events, panel_script,
                         create_static_files_router(path="/static", directories=[static_dir], name="static")],
         template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(env)),
-        csrf_config=CSRFConfig(secret=secret, cookie_path=base or "/", cookie_secure=secure, cookie_httponly=True,
+        csrf_config=CSRFConfig(secret=dashboard.secret, cookie_path=base or "/", cookie_secure=secure, cookie_httponly=True,
                                cookie_samesite="strict", cookie_name="persmem_csrf"),
         middleware=[session_config.middleware],
-        stores={"sessions": FileStore(sessions)},
+        stores={"sessions": FileStore(dashboard.sessions_dir)},
         exception_handlers={NotAuthorizedException: to_login, NotFoundException: not_found},
         before_send=[security_headers],
         debug=False,

@@ -18,6 +18,9 @@
 "bars") and `ago(iso_or_epoch)` are available. Everything is escaped unless a plugin marks it safe, so
 memory and message text can never become markup. Plugins need not import Litestar or Jinja2: a panel is
 plain data and functions.
+
+Two plugins registering one panel id stop the server, naming both (as for tools, config sections and routes);
+an invalid id, or a hook that raises, disables that plugin's panels and is shown on the System panel.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from persmem_core.errors import PluginConflictError, UserError
 from persmem_core.plugins import PerPlugin, call_each
 
 log = logging.getLogger("persmem.dashboard")
@@ -58,32 +62,45 @@ class Panel:
     extra: dict = field(default_factory=dict)
 
 
-class PanelConflict(ValueError):
-    pass
+RESERVED = ("login", "logout", "static")  # the app's own pages
+
+
+def _conflict(panel_id: str, first: str, second: str) -> PluginConflictError:
+    """Worded like the core's tool, section and route conflicts (persmem_core.host)."""
+    return PluginConflictError(
+        f"dashboard panel {panel_id!r} is registered by both plugin {first!r} and plugin {second!r}. "
+        f"Disable one of them ([plugins] disabled = [\"{second}\"] or PERSMEM_DISABLE_PLUGINS={second})."
+    )
 
 
 def collect_panels(host) -> tuple[list[Panel], list[str]]:
-    """Every plugin's panels, in navigation order, and the problems (conflicts, bad ids, crashed hooks)."""
+    """Every plugin's panels, in navigation order, and the problems found on the way.
+
+    The core's rule for every registration kind: two plugins registering one panel id stop the server
+    (PluginConflictError naming both); an invalid panel id, or a `register_panels` hook that raises, disables
+    that plugin's panels, reported as a problem (System panel, server log)."""
     panels: dict[str, Panel] = {}
     problems: list[str] = []
 
     def factory(plugin: str):
         def register(panel_id: str, *, title: str, template: str, context: Callable[[View], dict], order: int = 100,
                      events: Callable | None = None, script: str | None = None) -> None:
-            if not PANEL_ID.match(panel_id) or panel_id in ("login", "logout", "static"):
-                problems.append(f"plugin {plugin}: panel id {panel_id!r} is not allowed (a-z, 0-9, _ and -)")
-                return
+            if not isinstance(panel_id, str) or not PANEL_ID.match(panel_id) or panel_id in RESERVED:
+                raise UserError(f"panel id {panel_id!r} is not allowed (a-z, 0-9, _ and -; not "
+                                f"{', '.join(RESERVED)})")
             if panel_id in panels:
-                problems.append(f"panel {panel_id!r} is registered by both {panels[panel_id].plugin} and {plugin}; "
-                                f"{plugin}'s is ignored")
-                return
+                raise _conflict(panel_id, panels[panel_id].plugin, plugin)
             panels[panel_id] = Panel(panel_id, title, template, context, plugin, order, events, script)
 
         return register
 
     for plugin, _, exc in call_each(host.pm, "register_panels", register=PerPlugin(factory), host=host):
+        if isinstance(exc, PluginConflictError):
+            raise exc
         if exc is not None:
-            problems.append(f"plugin {plugin}: register_panels failed: {type(exc).__name__}: {exc}")
+            problems.append(f"plugin {plugin}: register_panels failed, its panels are disabled: "
+                            f"{type(exc).__name__}: {exc}")
+            panels = {pid: panel for pid, panel in panels.items() if panel.plugin != plugin}
     for problem in problems:
         log.warning("dashboard: %s", problem)
     return sorted(panels.values(), key=lambda p: (p.order, p.id)), problems

@@ -1,5 +1,6 @@
-"""The dashboard plugin's hooks: mount the app in `persmem serve`, the [dashboard] section, the System
-panel, and `persmem dashboard` to serve it alone."""
+"""The dashboard plugin's hooks: mount the app in `persmem serve` (built here, with every plugin's panels;
+service.py says why nothing goes in `host.state`), the [dashboard] section, the System panel, and
+`persmem dashboard` to serve it alone."""
 
 from __future__ import annotations
 

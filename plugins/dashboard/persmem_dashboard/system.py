@@ -1,5 +1,6 @@
-"""The dashboard's own panel: installed plugins and their versions, `persmem doctor`, agents and when each
-was last seen (since this server started)."""
+"""The dashboard's own panel: installed plugins and their versions, plugin problems (load failures here,
+disabled panels from the app's `problems`), `persmem doctor`, agents and when each was last seen (since this
+server started)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ TEMPLATE = (resources.files("persmem_dashboard") / "templates" / "system.html").
 def context(view: View) -> dict:
     from persmem_core.doctor import run_doctor
 
-    from .panels import collect_panels
-
     host = view.host
     agents = []
     for name, record in sorted(host.agents.agents().items()):
@@ -25,7 +24,8 @@ def context(view: View) -> dict:
                        "credentials": ", ".join(creds)})
     return {
         "plugins": [{"name": p.name, "version": p.version, "hooks": p.hooks} for p in host.loaded_plugins()],
-        "problems": [f"{p.name}: {p.error}" for p in host.plugins if p.error] + collect_panels(host)[1],
+        # plugins that failed to load; the template adds `problems`, the panels the app could not take
+        "problems": [f"{p.name}: {p.error}" for p in host.plugins if p.error],
         "agents": agents,
         "doctor": [{"status": str(c.status), "name": c.name, "detail": c.detail} for c in run_doctor(host)],
     }
