@@ -1,7 +1,7 @@
 """SSRF rules for web_fetch (security.md): http/https only, no credentials in URLs; the host is resolved and
 every address must be public (or in [searxng] fetch_allow_networks); the connection goes to the checked
-address, so a DNS answer cannot change between check and use (`Guard.check`); redirects are followed by hand (fetch.py) and
-each hop is checked again.
+address, so a DNS answer cannot change between check and use (`Guard.check`); redirects are followed by hand
+(fetch.py) and each hop is checked again.
 
 Numeric tricks (`127.1`, `2130706433`, `0x7f.1`) resolve to the address they mean and are judged by it. An
 IPv6 address that delivers to an IPv4 address (IPv4-mapped `::ffff:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4
