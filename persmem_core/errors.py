@@ -1,4 +1,5 @@
 """Errors a user (or the AI calling a tool) can fix: the message carries the fix."""
+from __future__ import annotations
 
 
 class UserError(Exception):
@@ -13,4 +14,10 @@ class ConfigError(UserError):
 
 
 class PluginConflictError(UserError):
-    """Two plugins claim the same tool name, config section or route."""
+    """Two plugins claim the same tool name, config section, route or dashboard panel."""
+
+    @classmethod
+    def between(cls, what: str, first: str, second: str) -> PluginConflictError:
+        """The one wording of every conflict: what is claimed, by whom, and how to disable one."""
+        return cls(f"{what} is registered by both plugin {first!r} and plugin {second!r}. Disable one of them "
+                   f"([plugins] disabled = [\"{second}\"] or PERSMEM_DISABLE_PLUGINS={second}).")

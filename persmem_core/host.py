@@ -221,17 +221,11 @@ class _Collector:
     def __call__(self, *args, **kwargs):
         return getattr(self, f"_{self.kind}")(self.plugin, *args, **kwargs)
 
-    def _conflict(self, what: str, first: str, second: str) -> PluginConflictError:
-        return PluginConflictError(
-            f"{what} is registered by both plugin {first!r} and plugin {second!r}. "
-            f"Disable one of them ([plugins] disabled = [\"{second}\"] or PERSMEM_DISABLE_PLUGINS={second})."
-        )
-
     def _section(self, plugin: str, name: str, typ: type) -> None:
         if not SECTION_RE.match(name or ""):
             raise UserError(f"plugin {plugin!r}: invalid config section name {name!r}")
         if name in self.store:
-            raise self._conflict(f"config section [{name}]", self.store[name][1], plugin)
+            raise PluginConflictError.between(f"config section [{name}]", self.store[name][1], plugin)
         self.store[name] = (typ, plugin)
 
     def _tool(self, plugin: str, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
@@ -240,7 +234,7 @@ class _Collector:
         if not TOOL_NAME_RE.match(name):
             raise UserError(f"plugin {plugin!r}: invalid tool name {name!r}")
         if name in self.store:
-            raise self._conflict(f"tool {name!r}", self.store[name].plugin, plugin)
+            raise PluginConflictError.between(f"tool {name!r}", self.store[name].plugin, plugin)
         if max_concurrent_per_agent is not None and max_concurrent_per_agent < 1:
             raise UserError(f"plugin {plugin!r}: tool {name!r}: max_concurrent_per_agent must be at least 1")
         self.store[name] = ToolSpec(plugin=plugin, name=name, fn=fn, description=description,
@@ -254,6 +248,6 @@ class _Collector:
             raise UserError(f"plugin {plugin!r}: route auth must be 'agent' or 'none', not {auth!r}")
         prefix = prefix.rstrip("/")
         if prefix in self.store:
-            raise self._conflict(f"route {prefix!r}", self.store[prefix].plugin, plugin)
+            raise PluginConflictError.between(f"route {prefix!r}", self.store[prefix].plugin, plugin)
         self.store[prefix] = RouteSpec(plugin=plugin, prefix=prefix, app=app, auth=auth)
         return app

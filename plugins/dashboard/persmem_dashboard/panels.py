@@ -65,14 +65,6 @@ class Panel:
 RESERVED = ("login", "logout", "static")  # the app's own pages
 
 
-def _conflict(panel_id: str, first: str, second: str) -> PluginConflictError:
-    """Worded like the core's tool, section and route conflicts (persmem_core.host)."""
-    return PluginConflictError(
-        f"dashboard panel {panel_id!r} is registered by both plugin {first!r} and plugin {second!r}. "
-        f"Disable one of them ([plugins] disabled = [\"{second}\"] or PERSMEM_DISABLE_PLUGINS={second})."
-    )
-
-
 def collect_panels(host) -> tuple[list[Panel], list[str]]:
     """Every plugin's panels, in navigation order, and the problems found on the way.
 
@@ -89,7 +81,7 @@ def collect_panels(host) -> tuple[list[Panel], list[str]]:
                 raise UserError(f"panel id {panel_id!r} is not allowed (a-z, 0-9, _ and -; not "
                                 f"{', '.join(RESERVED)})")
             if panel_id in panels:
-                raise _conflict(panel_id, panels[panel_id].plugin, plugin)
+                raise PluginConflictError.between(f"dashboard panel {panel_id!r}", panels[panel_id].plugin, plugin)
             panels[panel_id] = Panel(panel_id, title, template, context, plugin, order, events, script)
 
         return register
