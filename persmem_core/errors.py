@@ -1,4 +1,5 @@
 """Errors a user (or the AI calling a tool) can fix: the message carries the fix."""
+
 from __future__ import annotations
 
 
