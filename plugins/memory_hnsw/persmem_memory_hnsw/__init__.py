@@ -1,16 +1,28 @@
 """persmem memory plugin: hybrid memory on hnswlib + msgspec sidecar logs + a local ONNX embedder.
 
-Modules, one job each:
-- plugin.py     the hook implementations (what persmem sees)
-- config.py     the [memory] config section
-- records.py    the Memory record and the log entry types
-- log.py        the append-only, checksummed, fsynced record log
-- embedder.py   ONNX + tokenizers embedder, pinned model files, chunking
-- vectors.py    the hnswlib index: labels, slot reuse, checksummed save/load
-- lexical.py    BM25 over numpy postings, with stemming
-- collection.py one collection: log + vectors + lexical, dedup, filters, fusion
-- service.py    all collections, session bootstrap, stats
-- tools.py      the MCP tools (persMEM's names and arguments)
-- commands.py   `persmem memory ...`
-- chroma_import.py  reading a persMEM ChromaDB store
+Modules, one job each (hooks, then entry points, then the service, then the domain; nothing imports upward):
+- plugin.py        the hook implementations (what persmem sees)
+- hookspecs.py     the hooks this plugin adds (register_embedders, inbox_summary)
+- config.py        the [memory] config section
+- tools.py         the MCP tools (persMEM's names and arguments)
+- panels.py        the dashboard panels (Overview, Memories); panel_templates/ holds their templates
+- commands.py      `persmem memory ...`
+- export.py        `persmem model export` (a Hugging Face folder to an int8 ONNX export)
+- service.py       the plugin's service in host.state: all collections, the shared embedder, the owner lock
+- query.py         filters, tags, labels and dates read from what a caller typed (tools and panels)
+- collection.py    one collection: the lock, the write path, reads, search
+- rows.py          the live memories in memory: heads, numpy columns, tags, label -> row, log spans, BM25
+- replay.py        opening a collection: log replay, model check, index load + reconcile, or rebuild, reindex
+- ranking.py       dense (graph or exact) + BM25, score fusion, recency
+- dedup.py         exact and near duplicates among one author's memories
+- contexts.py      neighbouring chunks' text for memory_bulk_store
+- permissions.py   who may change a memory
+- records.py       the Memory record, its head, and the log entry types
+- log.py           the append-only, checksummed, fsynced record log
+- vectors.py       the hnswlib index: labels, slot reuse, checksummed save/load
+- lexical.py       BM25 over numpy postings, with stemming
+- embedder.py      ONNX + tokenizers embedder, pinned model files, chunking
+- heap.py          growing numpy columns, handing freed memory back to the OS
+- backup.py        the backup hook's copy of each collection's log
+- chroma_import.py reading a persMEM ChromaDB store
 """

@@ -14,13 +14,12 @@ import click
 
 
 def _open():
+    """The store, locked and loaded, for this command's length (stop it when done)."""
     from persmem_core.cli import get_host
 
-    from .plugin import open_service
+    from .service import open_service
 
-    host = get_host()
-    service = open_service(host)
-    return host, service
+    return open_service(get_host())
 
 
 @click.group()
@@ -32,7 +31,7 @@ def memory() -> None:
 @click.option("--collection", default=None, help="Only this collection.")
 def stats(collection: str | None) -> None:
     """Print counts per collection."""
-    _, service = _open()
+    service = _open()
     try:
         for name, col in sorted(service.collections().items()):
             if collection in (None, name):
@@ -44,27 +43,17 @@ def stats(collection: str | None) -> None:
 @memory.command()
 def reindex() -> None:
     """Re-embed every memory with the configured embedder (after changing models) and rebuild the index."""
-    import fcntl
-
     from persmem_core.cli import get_host
 
-    from .collection import Collection
-    from .plugin import DATA_FOLDER, make_embedder
-    from .service import COLLECTION_RE
+    from .service import new_service
 
-    host = get_host()
-    folder = host.data_dir(DATA_FOLDER)
-    embedder = make_embedder(host).load()
-    with open(folder / ".owner.lock", "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise click.ClickException(f"{folder} is in use by a running persmem server; stop it first.") from None
-        for path in sorted(folder.iterdir()):
-            if path.is_dir() and COLLECTION_RE.match(path.name):
-                col = Collection(path.name, path, embedder, host.section("memory")).open(reindex=True)
-                click.echo(f"{path.name}: re-embedded {len(col.memories)} memories with {embedder.model_id}")
-                col.close()
+    service = new_service(get_host())
+    try:
+        service.lock()  # the store's owner lock: refused while a server serves the same data
+        for name, count in service.reindex():
+            click.echo(f"{name}: re-embedded {count} memories with {service.embedder.model_id}")
+    finally:
+        service.stop()
 
 
 @memory.command("export")
@@ -74,7 +63,7 @@ def export_(path: Path, collection: str | None) -> None:
     """Write every memory (with its history) as JSON Lines to PATH ('-' for stdout)."""
     from .records import public
 
-    _, service = _open()
+    service = _open()
     try:
         out = sys.stdout if str(path) == "-" else open(path, "w", encoding="utf-8")
         count = 0
@@ -102,7 +91,7 @@ def import_(path: Path) -> None:
     """Import memories from a JSON Lines file written by `persmem memory export` (ids, authors, times kept)."""
     from .collection import NewMemory
 
-    _, service = _open()
+    service = _open()
     try:
         batches: dict[str, list] = {}
         with open(path, encoding="utf-8") as f:
@@ -133,7 +122,7 @@ def import_chroma(path: Path, chroma_collection: str | None) -> None:
     """Import a persMEM ChromaDB store (the folder holding chroma.sqlite3): documents, metadata and ids."""
     from .chroma_import import read_chroma_store
 
-    _, service = _open()
+    service = _open()
     try:
         batches = read_chroma_store(path, only=chroma_collection)
         _store_batches(service, batches, author="import")

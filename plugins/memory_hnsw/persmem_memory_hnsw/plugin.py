@@ -1,6 +1,7 @@
 """The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup, and the hooks it adds.
 
-Nothing heavy is imported here: onnxruntime and hnswlib load in `startup`.
+Hook implementations only; the service (service.py) holds the plugin's state, in `host.state`. Nothing heavy
+is imported here: numpy, onnxruntime and hnswlib load when a hook needs them.
 """
 
 from __future__ import annotations
@@ -9,9 +10,6 @@ from persmem_core import hookimpl
 
 from . import hookspecs
 from .config import MemoryConfig
-
-DATA_FOLDER = "memory"
-_services: dict[int, object] = {}
 
 
 @hookimpl
@@ -34,53 +32,20 @@ def register_embedders(register):
     register("minilm-int8", minilm_int8)
 
 
-def make_embedder(host):
-    config = host.section("memory")
-    if config.model_dir:
-        from .embedder import OnnxEmbedder, folder_model_files
-
-        return OnnxEmbedder(folder_model_files(config.model_dir))
-    factories = {}
-    host.hook.register_embedders(register=lambda name, factory: factories.setdefault(name, factory))
-    if config.embedder not in factories:
-        from persmem_core import UserError
-
-        raise UserError(f"[memory] embedder = {config.embedder!r} is not offered by any plugin; "
-                        f"available: {', '.join(sorted(factories))}.")
-    return factories[config.embedder](host.data_dir(DATA_FOLDER) / ".models")
-
-
-def new_service(host):
-    """The host's memory service, not started yet."""
-    from .service import MemoryService
-
-    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host))
-
-
-def open_service(host):
-    """Take the store and load it now (CLI commands)."""
-    return new_service(host).start()
-
-
-def service_for(host):
-    """The host's memory service, once loaded (waits while the server is still loading it)."""
-    service = _services.get(id(host))
-    if service is None:
-        from persmem_core import UserError
-
-        raise UserError("the memory store is not open (the server is starting or stopping); try again shortly.")
-    service.wait_ready()
-    return service
-
-
 @hookimpl
 def startup(host):
-    _services[id(host)] = new_service(host).start_in_background()
+    """Take the store now and load it in the background (the server answers MCP at once; a memory tool called
+    during the load waits for it)."""
+    from .service import NAME, new_service
+
+    host.state.put(NAME, new_service(host).start_in_background())
 
 
 @hookimpl
 def shutdown(host):
-    service = _services.pop(id(host), None)
+    from .service import NAME
+
+    service = host.state.pop(NAME)
     if service is not None:
         service.stop()
 
@@ -114,6 +79,8 @@ def register_commands(cli):
 def doctor(host):
     from persmem_core.doctor import fail, pass_
 
+    from .service import DATA_FOLDER, make_embedder
+
     try:
         # Loaded for real, as the server does (checksums, tokenizer, an inference): the memory tools send the
         # operator here when the server's load failed, so a file that only looks right must fail here too.
@@ -132,5 +99,6 @@ def doctor(host):
 def backup(host, dest):
     """Copy each collection's log up to its last complete entry (consistent by construction)."""
     from .backup import backup_memory
+    from .service import DATA_FOLDER
 
     backup_memory(host.home / DATA_FOLDER, dest)

@@ -1,4 +1,8 @@
-"""All collections of one persmem home, the embedder they share, and the session bootstrap.
+"""The memory plugin's service: all collections of one persmem home and the embedder they share.
+
+The server's `startup` puts one in `host.state` under NAME and loads it in the background; entry points
+(tools, panels) get it with `service(host)`, which waits for that load. CLI commands open their own for the
+length of the command (`open_service`).
 
 One process owns the memory folder at a time (an exclusive lock file), so
 two servers never write the same log; share one server over HTTP instead.
@@ -11,6 +15,7 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from persmem_core import UserError
@@ -18,8 +23,45 @@ from persmem_core import UserError
 from .collection import Collection
 from .config import MemoryConfig
 from .log import write_failed
+from .query import Filters
+from .records import public
 
+NAME = "memory_hnsw"  # the plugin's entry-point name: its key in host.state
+DATA_FOLDER = "memory"  # $PERSMEM_HOME/memory
 COLLECTION_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def make_embedder(host):
+    """The embedder `[memory]` configures: an ONNX folder (model_dir), or one a plugin offers by name."""
+    config = host.section("memory")
+    if config.model_dir:
+        from .embedder import OnnxEmbedder, folder_model_files
+
+        return OnnxEmbedder(folder_model_files(config.model_dir))
+    factories = {}
+    host.hook.register_embedders(register=lambda name, factory: factories.setdefault(name, factory))
+    if config.embedder not in factories:
+        raise UserError(f"[memory] embedder = {config.embedder!r} is not offered by any plugin; "
+                        f"available: {', '.join(sorted(factories))}.")
+    return factories[config.embedder](host.data_dir(DATA_FOLDER) / ".models")
+
+
+def new_service(host) -> MemoryService:
+    """The host's memory service, not started yet (nothing locked, nothing loaded)."""
+    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host))
+
+
+def open_service(host) -> MemoryService:
+    """A service of its own, locked and loaded now, for a CLI command (stop it when the command ends)."""
+    return new_service(host).start()
+
+
+def service(host) -> MemoryService:
+    """The running server's service, for tools and panels: waits while it is still loading; NotReady before
+    startup or after shutdown."""
+    running = host.state.get(NAME)
+    running.wait_ready()
+    return running
 
 
 class MemoryService:
@@ -87,10 +129,22 @@ class MemoryService:
 
     def load(self) -> None:
         self.embedder.load()
-        for path in sorted(self.folder.iterdir()):
-            if path.is_dir() and COLLECTION_RE.match(path.name):
-                self.collection(path.name)
+        for path in self._collection_folders():
+            self.collection(path.name)
         self._ready.set()
+
+    def reindex(self) -> Iterator[tuple[str, int]]:
+        """Re-embed every collection with the configured embedder and rebuild its index (after a model change),
+        one collection open at a time; yields (collection name, memories re-embedded). Only on a service that
+        holds the lock (`lock()`) and has loaded nothing: the collections' vectors may be of another model."""
+        self.embedder.load()
+        for path in self._collection_folders():
+            col = Collection(path.name, path, self.embedder, self.config).open(reindex=True)
+            yield path.name, len(col.memories)
+            col.close()
+
+    def _collection_folders(self) -> list[Path]:
+        return [path for path in sorted(self.folder.iterdir()) if path.is_dir() and COLLECTION_RE.match(path.name)]
 
     def stop(self) -> None:
         if self._loader is not None:
@@ -122,3 +176,17 @@ class MemoryService:
 
     def collections(self) -> dict[str, Collection]:
         return dict(self._collections)
+
+    def search(self, collection: str, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
+               recency_weight: float = 0.0) -> list[dict]:
+        """memory_search's results, best first: each memory as the tools show it, with its fused `score` and
+        the `distance` of its best chunk (1 - cosine; None when only BM25 found it)."""
+        hits = self.collection(collection, create=False).search(query, top_k=top_k, filters=filters, mode=mode,
+                                                                recency_weight=recency_weight)
+        results = []
+        for hit in hits:
+            item = public(hit.memory)
+            item["score"] = round(hit.score, 4)
+            item["distance"] = None if hit.dense is None else round(1.0 - hit.dense, 4)
+            results.append(item)
+        return results

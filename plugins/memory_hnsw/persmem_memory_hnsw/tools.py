@@ -9,65 +9,26 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from datetime import datetime, timezone
 
 from persmem_core import CallContext, UserError
 
-from .collection import CONTEXT_CHARS_PER_SIDE, Filters, NewMemory, neighbour_contexts
+from .collection import NewMemory
+from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
 from .permissions import BOOTSTRAP_TYPES, check_bootstrap_owner, pinned_for
-from .records import new_id, public, public_version
+from .query import parse_filters, parse_label, parse_tags
+from .records import iso, new_id, public, public_version
+from .service import MemoryService, service
 
 MAX_TOP_K = 20
 
 
-def _service(call: CallContext):
-    from .plugin import service_for
-
-    return service_for(call.host)
+def _service(call: CallContext) -> MemoryService:
+    return service(call.host)
 
 
 def _editors(call: CallContext) -> dict[str, list[str]]:
     """`[memory] editors`: who may change memories written by whom (permissions.py)."""
     return call.host.section("memory").editors
-
-
-def _tags(tags: str | list[str] | None, what: str = "tags") -> list[str]:
-    if tags is None:
-        return []
-    if not isinstance(tags, (str, list)) or not all(isinstance(tag, str) for tag in tags):
-        raise UserError(f"{what} must be a comma-separated string or a list of strings, like \"auth,jwt\".")
-    items = tags.split(",") if isinstance(tags, str) else tags
-    cleaned = []
-    for tag in items:
-        tag = tag.strip()
-        if tag and tag not in cleaned:
-            if len(tag) > 64:
-                raise UserError(f"tag {tag[:20]!r}... is longer than 64 characters.")
-            cleaned.append(tag)
-    return cleaned
-
-
-def _label(value: str, what: str) -> str:
-    value = (value or "").strip()
-    if not value or len(value) > 64:
-        raise UserError(f"{what} must be 1-64 characters, got {value[:70]!r}.")
-    return value
-
-
-def _when(value: str | None, what: str, *, through_day: bool = False) -> float | None:
-    """An ISO date or time as a timestamp (UTC unless it says otherwise); with `through_day`, a date alone
-    means the end of that day (until=2026-11-22 includes the 22nd)."""
-    if value in (None, ""):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise UserError(f"{what} must be an ISO date or time like 2026-11-22 or 2026-11-22T10:00:00Z, got {value!r}.") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    if through_day and len(value.strip()) == 10:  # a date alone: through that whole day
-        return parsed.timestamp() + 86399.999
-    return parsed.timestamp()
 
 
 def memory_store(
@@ -91,8 +52,8 @@ def memory_store(
       with status "duplicate" instead of storing a copy (nothing is ever deleted).
     Returns {"status": "stored"|"duplicate", "id": ...}. The author is you (the calling agent).
     """
-    item = NewMemory(content=content, project=_label(project, "project"), type=_label(memory_type, "memory_type"),
-                     tags=_tags(tags), memory_id=memory_id)
+    item = NewMemory(content=content, project=parse_label(project, "project"), type=parse_label(memory_type, "memory_type"),
+                     tags=parse_tags(tags), memory_id=memory_id)
     return _service(call).collection(collection).store([item], author=call.agent, dedup=dedup)[0]
 
 
@@ -136,9 +97,9 @@ def memory_bulk_store(
                                 f"{json.dumps(chunk[key])[:40]}; leave it out to use the default.")
         items.append(NewMemory(
             content=chunk["content"],
-            project=_label(chunk.get("project") or project, f"chunks[{i}].project"),
-            type=_label(chunk.get("type") or chunk.get("memory_type") or "session_note", f"chunks[{i}].type"),
-            tags=_tags(chunk.get("tags"), f"chunks[{i}].tags"),
+            project=parse_label(chunk.get("project") or project, f"chunks[{i}].project"),
+            type=parse_label(chunk.get("type") or chunk.get("memory_type") or "session_note", f"chunks[{i}].type"),
+            tags=parse_tags(chunk.get("tags"), f"chunks[{i}].tags"),
             memory_id=chunk.get("id"),
         ))
     for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
@@ -182,20 +143,14 @@ def memory_search(
         raise UserError(f"mode must be hybrid, dense or lexical, got {mode!r}.")
     if not 0.0 <= recency_weight <= 1.0:
         raise UserError(f"recency_weight must be between 0 and 1, got {recency_weight}.")
-    filters = Filters(project=project or None, type=memory_type or None, author=author or None, tags=_tags(tags),
-                      since=_when(since, "since"), until=_when(until, "until", through_day=True))
-    service = _service(call)
-    if collection not in service.collections():
+    filters = parse_filters(project=project, memory_type=memory_type, author=author, tags=tags, since=since,
+                            until=until)
+    memories = _service(call)
+    if collection not in memories.collections():
         return {"query": query, "count": 0, "results": []}
     start = time.perf_counter()
-    hits = service.collection(collection).search(query[:4000], top_k=top_k, filters=filters, mode=mode,
-                                                  recency_weight=recency_weight)
-    results = []
-    for hit in hits:
-        item = public(hit.memory)
-        item["score"] = round(hit.score, 4)
-        item["distance"] = None if hit.dense is None else round(1.0 - hit.dense, 4)
-        results.append(item)
+    results = memories.search(collection, query[:4000], top_k=top_k, filters=filters, mode=mode,
+                              recency_weight=recency_weight)
     return {"query": query, "count": len(results), "results": results,
             "took_ms": round((time.perf_counter() - start) * 1000, 2)}
 
@@ -222,9 +177,9 @@ def memory_update(memory_id: str, content: str | None = None, tags: str | None =
         raise UserError("nothing to update: pass content, tags, memory_type or project.")
     memory = _service(call).collection(collection).update(
         memory_id, editor=call.agent, editors=_editors(call), content=content,
-        tags=None if tags is None else _tags(tags),
-        type=None if memory_type is None else _label(memory_type, "memory_type"),
-        project=None if project is None else _label(project, "project"),
+        tags=None if tags is None else parse_tags(tags),
+        type=None if memory_type is None else parse_label(memory_type, "memory_type"),
+        project=None if project is None else parse_label(project, "project"),
     )
     return {"status": "updated", **public(memory)}
 
@@ -239,12 +194,10 @@ def memory_delete(memory_id: str, collection: str = "memories", call: CallContex
 
 def memory_stats(collection: str = "memories", project: str | None = None, call: CallContext = None) -> dict:
     """Counts for a collection: memories, projects, types, authors, tag distribution, sizes, oldest/newest."""
-    service = _service(call)
-    if collection not in service.collections():
+    memories = _service(call)
+    if collection not in memories.collections():
         return {"collection": collection, "count": 0, "projects": {}, "types": {}, "tags": {}}
-    stats = service.collection(collection).stats(project)
-    from .records import iso
-
+    stats = memories.collection(collection).stats(project)
     for key in ("oldest", "newest"):
         stats[key] = iso(stats[key]) if stats[key] else None
     return stats
@@ -252,8 +205,8 @@ def memory_stats(collection: str = "memories", project: str | None = None, call:
 
 def memory_list_collections(call: CallContext = None) -> dict:
     """List collections and how many memories each holds."""
-    service = _service(call)
-    return {"collections": [{"name": name, "count": len(c.memories)} for name, c in sorted(service.collections().items())]}
+    collections = _service(call).collections()
+    return {"collections": [{"name": name, "count": len(c.memories)} for name, c in sorted(collections.items())]}
 
 
 def chorus_init(agent: str = "", project: str = "general", call: CallContext = None) -> dict:
@@ -264,8 +217,7 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     if agent and agent != call.agent:
         raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {agent!r}'s session.")
     me = call.agent
-    service = _service(call)
-    col = service.collection("memories")
+    col = _service(call).collection("memories")
     pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(me, m))
     handoffs = col.recent(types={"handoff"}, project=project, limit=3)
     inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
@@ -293,15 +245,15 @@ def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: st
     you. `entry_id` is a stable name of your choosing, e.g. "kite-identity"; overwriting keeps the old version.
     An entry_id another agent already uses is refused (pick another)."""
     col = _service(call).collection("memories")
-    tag_list = _tags(tags)
+    tag_list = parse_tags(tags)
     existing = col.memories.get(entry_id)
     if existing is not None:
         check_bootstrap_owner(existing, call.agent, _free_id(col, f"{call.agent}-{entry_type}", call.agent))
         # No grants here: bootstrap_update never changes another agent's entry (also re-checked under the lock).
         memory = col.update(entry_id, editor=call.agent, editors={}, content=content, tags=tag_list,
-                            type=_label(entry_type, "entry_type"), project=_label(project, "project"))
+                            type=parse_label(entry_type, "entry_type"), project=parse_label(project, "project"))
         return {"status": "updated", **public(memory)}
-    item = NewMemory(content=content, project=_label(project, "project"), type=_label(entry_type, "entry_type"),
+    item = NewMemory(content=content, project=parse_label(project, "project"), type=parse_label(entry_type, "entry_type"),
                      tags=tag_list, memory_id=entry_id)
     return col.store([item], author=call.agent, dedup=False)[0]
 

@@ -221,7 +221,7 @@ def test_compaction_copies_entries_exactly_and_search_stays_exact(tmp_path, embe
     for round_ in range(60):
         for i in range(20):
             col.update(f"m{i}", editor="kite", editors={}, tags=[f"round-{round_}", "x" * 60])
-            written += col._span_bytes(f"m{i}")
+            written += col.rows.span_bytes(f"m{i}")
     assert col.log.size < written / 2, "the log was compacted"
     col.close()
     col = open_collection(folder, embedder)

@@ -1,0 +1,31 @@
+"""The text around a chunk of a conversation or document (memory_bulk_store's `context_chars`): kept with
+the chunk and indexed for keyword search only, so a turn like "Yes, a sunrise over the lake." is found by the
+words of the question before it."""
+
+from __future__ import annotations
+
+CONTEXT_CHARS_PER_SIDE = 2000  # most characters of neighbours kept on each side (memory_bulk_store context_chars)
+MAX_CONTEXT_CHARS = 2 * CONTEXT_CHARS_PER_SIDE + 1  # before + "\n" + after
+
+
+def neighbour_contexts(texts: list[str], chars: int) -> list[str]:
+    """For each of `texts` (consecutive chunks of one conversation or document), up to `chars` characters of
+    the chunks before it and up to `chars` after it, cut at word boundaries: what BM25 indexes with it."""
+    if chars <= 0:
+        return [""] * len(texts)
+    out = []
+    for i in range(len(texts)):
+        before, j = "", i - 1
+        while j >= 0 and len(before) < chars:
+            before, j = f"{texts[j][-chars:]}\n{before}", j - 1
+        after, j = "", i + 1
+        while j < len(texts) and len(after) < chars:
+            after, j = f"{after}\n{texts[j][:chars]}", j + 1
+        if len(before) > chars:  # drop the word cut in half, if the kept part has a space
+            cut = before[-chars:]
+            before = cut.split(maxsplit=1)[-1] if " " in cut else cut
+        if len(after) > chars:
+            cut = after[:chars]
+            after = cut.rsplit(maxsplit=1)[0] if " " in cut else cut
+        out.append(f"{before.strip()}\n{after.strip()}".strip())
+    return out

@@ -1,0 +1,73 @@
+"""What a caller asks the store for, read from what it typed: tags, labels (project, type), dates, and the
+Filters they make. The MCP tools and the dashboard panel read their arguments here, so both accept and refuse
+the same things with the same messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from persmem_core import UserError
+
+
+@dataclass
+class Filters:
+    """Which memories a search or a listing looks at (None / empty: any)."""
+
+    project: str | None = None
+    type: str | None = None
+    author: str | None = None
+    tags: list[str] = field(default_factory=list)  # any of them
+    since: float | None = None  # created at or after (a timestamp)
+    until: float | None = None  # created at or before
+
+    def active(self) -> bool:
+        return any((self.project, self.type, self.author, self.tags, self.since is not None, self.until is not None))
+
+
+def parse_tags(tags: str | list[str] | None, what: str = "tags") -> list[str]:
+    """Comma-separated tags or a list of them, stripped, without repeats or empty ones."""
+    if tags is None:
+        return []
+    if not isinstance(tags, (str, list)) or not all(isinstance(tag, str) for tag in tags):
+        raise UserError(f"{what} must be a comma-separated string or a list of strings, like \"auth,jwt\".")
+    items = tags.split(",") if isinstance(tags, str) else tags
+    cleaned = []
+    for tag in items:
+        tag = tag.strip()
+        if tag and tag not in cleaned:
+            if len(tag) > 64:
+                raise UserError(f"tag {tag[:20]!r}... is longer than 64 characters.")
+            cleaned.append(tag)
+    return cleaned
+
+
+def parse_label(value: str, what: str) -> str:
+    """A project or a type: 1-64 characters, stripped."""
+    value = (value or "").strip()
+    if not value or len(value) > 64:
+        raise UserError(f"{what} must be 1-64 characters, got {value[:70]!r}.")
+    return value
+
+
+def parse_when(value: str | None, what: str, *, through_day: bool = False) -> float | None:
+    """An ISO date or time as a timestamp (UTC unless it says otherwise); with `through_day`, a date alone
+    means the end of that day (until=2026-11-22 includes the 22nd)."""
+    if value in (None, ""):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"{what} must be an ISO date or time like 2026-11-22 or 2026-11-22T10:00:00Z, got {value!r}.") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    if through_day and len(value.strip()) == 10:  # a date alone: through that whole day
+        return parsed.timestamp() + 86399.999
+    return parsed.timestamp()
+
+
+def parse_filters(*, project: str | None = None, memory_type: str | None = None, author: str | None = None,
+                  tags: str | list[str] | None = None, since: str | None = None, until: str | None = None) -> Filters:
+    """Filters from a caller's values, as memory_search names them ("" or None: no filter on that)."""
+    return Filters(project=project or None, type=memory_type or None, author=author or None, tags=parse_tags(tags),
+                   since=parse_when(since, "since"), until=parse_when(until, "until", through_day=True))

@@ -1,0 +1,115 @@
+"""Ranking a collection's rows for a query: dense (the hnswlib graph, or exact over the filtered chunks when
+the filter is selective) + BM25, min-max score fusion, optional recency weighting. The caller holds the
+collection's read lock and turns the ranked rows into memories."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .config import MemoryConfig
+from .query import Filters
+from .rows import Rows
+from .vectors import VectorIndex
+
+
+class Ranked(NamedTuple):
+    row: int
+    score: float
+    dense: float | None  # the best chunk's cosine similarity, if the dense side found the row
+    lexical: float | None  # its BM25 score, if the lexical side found it
+
+
+def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qvec: np.ndarray | None, *,
+         top_k: int, filters: Filters, mode: str, recency_weight: float, candidates: int) -> list[Ranked]:
+    """The `top_k` best live rows for `query` (`qvec`: its embedding, None in lexical mode), best first."""
+    n_rows = len(rows)
+    if n_rows == 0:
+        return []
+    mask = rows.mask(filters, n_rows) if filters.active() else None
+    pool = max(candidates, top_k * 4)
+    dense = _dense(rows, vectors, config, qvec, mask, pool) if qvec is not None else {}
+    lexical = _lexical(rows, query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
+    scores = fuse(dense, lexical, config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
+    if recency_weight > 0 and scores:
+        now = time.time()
+        for row in scores:
+            age_days = max(0.0, (now - rows.created[row]) / 86400.0)
+            scores[row] *= (1.0 - recency_weight) + recency_weight * math.exp(-age_days / 30.0)
+    best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
+    return [Ranked(row, float(score), dense.get(row), lexical.get(row)) for row, score in best
+            if rows.at_row[row] is not None]
+
+
+def _dense(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qvec: np.ndarray, mask: np.ndarray | None,
+           pool: int) -> dict[int, float]:
+    """Best chunk similarity per row for the `pool` best rows: exact over the filtered rows when they hold
+    few chunks, else the hnswlib graph (with the filter applied during the walk)."""
+    if mask is not None:
+        picked = np.flatnonzero(mask)
+        counts = rows.label_count[picked]
+        total = int(counts.sum())
+        if total <= config.exact_search_below:
+            return _exact(rows, vectors, qvec, picked, counts, total, pool)
+        label_row = rows.label_row[: rows.next_label]
+        ok = np.zeros(len(label_row), dtype=np.uint8)
+        live = label_row >= 0
+        ok[live] = mask[label_row[live]]
+        ok = ok.tobytes()
+        labels, sims = vectors.search(qvec, pool * 2, allowed=lambda label: ok[label] == 1)
+    else:
+        labels, sims = vectors.search(qvec, pool * 2)
+    best: dict[int, float] = {}
+    label_row = rows.label_row
+    for label, sim in zip(labels.tolist(), sims.tolist(), strict=True):
+        row = int(label_row[label]) if label < len(label_row) else -1
+        if row >= 0 and sim > best.get(row, -2.0):
+            best[row] = sim
+    return dict(sorted(best.items(), key=lambda kv: kv[1], reverse=True)[:pool])
+
+
+def _exact(rows: Rows, vectors: VectorIndex, qvec: np.ndarray, picked: np.ndarray, counts: np.ndarray, total: int,
+           pool: int) -> dict[int, float]:
+    """Exact similarities over the chunks of the `picked` rows (`counts` chunks each, `total` in all)."""
+    if total == 0:
+        return {}
+    if total == len(picked) and bool((counts == 1).all()):  # one chunk each (the usual case)
+        sims = vectors.similarities(rows.first_label[picked], qvec)
+    else:  # a row's labels are consecutive: expand them, then take each row's best chunk
+        starts = np.cumsum(counts) - counts
+        labels = np.repeat(rows.first_label[picked] - starts, counts) + np.arange(total)
+        keep = counts > 0
+        picked, starts = picked[keep], starts[keep]
+        sims = np.maximum.reduceat(vectors.similarities(labels, qvec), starts)
+    n = min(pool, len(picked))
+    top = np.argpartition(-sims, n - 1)[:n]
+    return dict(zip(picked[top].tolist(), sims[top].tolist(), strict=True))
+
+
+def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool: int) -> dict[int, float]:
+    scores = rows.lexical.scores(query, n_rows)
+    if scores is None:
+        return {}
+    if mask is not None:
+        scores = scores * mask
+    n = min(pool, int(np.count_nonzero(scores)))
+    if n == 0:
+        return {}
+    top = np.argpartition(-scores, n - 1)[:n]
+    return {int(row): float(scores[row]) for row in top}
+
+
+def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float) -> dict[int, float]:
+    """Min-max score fusion: each candidate list scaled to [0, 1] (best 1, worst 0), then a weighted sum."""
+    out: dict[int, float] = {}
+    for scores, weight in ((dense, dense_weight), (lexical, 1.0 - dense_weight)):
+        if not scores or weight <= 0:
+            continue
+        top, low = max(scores.values()), min(scores.values())
+        span = top - low
+        for row, score in scores.items():
+            out[row] = out.get(row, 0.0) + weight * ((score - low) / span if span > 1e-9 else 1.0)
+    return out

@@ -1,0 +1,166 @@
+"""Opening a collection from its files: replay the log into the rows, check which model made the stored
+vectors, and bring the vector index in line with the log (load the saved index and replay the log's tail onto
+it, or rebuild it from the logged vectors). For `persmem memory reindex`, re-embed every memory instead.
+
+The log is the truth; the index file and the rows are derived from it, so whatever they lack or hold too much
+is settled here, in favour of the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from persmem_core import UserError
+from persmem_core.fileio import atomic_write_bytes
+
+from .log import RecordLog, read_frames
+from .records import Memory, Put
+from .rows import Rows
+from .vectors import VectorIndex
+
+log = logging.getLogger("persmem.memory")
+
+INDEX_NAME = "vectors.hnsw"  # the saved hnswlib index (with its .meta.json sidecar)
+MODEL_RECORD = "model.json"  # which embedding model made the collection's vectors
+
+
+def replay_log(record_log: RecordLog, rows: Rows, vectors: VectorIndex, dim: int, *, keep_vectors: bool) -> None:
+    """Open the log and make its live memories the rows. With `keep_vectors`, their logged vectors also fill the
+    index's int8 copy (exact scoring); without (a reindex), they are about to be replaced."""
+    pending_labels, pending_vectors = [], []
+    for offset, end, entry in record_log.open_and_replay():
+        if isinstance(entry, Put):
+            if entry.memory.id in rows.heads:
+                record_log.dead_bytes += rows.span_bytes(entry.memory.id)
+            rows.put(entry.memory, (offset, end))
+            if entry.memory.labels:
+                rows.next_label = max(rows.next_label, max(entry.memory.labels) + 1)
+                if keep_vectors and len(entry.vectors) == 4 * dim * len(entry.memory.labels):
+                    pending_labels.extend(entry.memory.labels)
+                    pending_vectors.append(entry.vectors)
+                    if len(pending_labels) >= 4096:  # the int8 copy, a block at a time
+                        vectors.remember(pending_labels, matrix(b"".join(pending_vectors), dim))
+                        pending_labels, pending_vectors = [], []
+        else:
+            if entry.id in rows.heads:
+                record_log.dead_bytes += rows.span_bytes(entry.id) + (end - offset)
+                rows.remove(entry.id)
+    if pending_labels:
+        vectors.remember(pending_labels, matrix(b"".join(pending_vectors), dim))
+    rows.lexical.merge()
+
+
+def check_model(folder: Path, name: str, embedder, has_memories: bool) -> None:
+    """Refuse to open vectors of another model than the configured one (search results would mean nothing);
+    record the model for a collection that has no vectors yet."""
+    marker = folder / MODEL_RECORD
+    if marker.exists():
+        recorded = msgspec.json.decode(marker.read_bytes())
+        if recorded.get("model_id") != embedder.model_id and has_memories:
+            raise UserError(
+                f"collection {name!r} holds vectors of model {recorded.get('model_id')!r}, but the configured "
+                f"embedder is {embedder.model_id!r}. Mixing models gives meaningless search results: switch "
+                "back, or run `persmem memory reindex` to re-embed everything with the new model."
+            )
+    if not marker.exists() or not has_memories:
+        record_model(folder, embedder)
+
+
+def record_model(folder: Path, embedder) -> None:
+    atomic_write_bytes(folder / MODEL_RECORD, msgspec.json.encode({"model_id": embedder.model_id, "dim": embedder.dim}))
+
+
+def load_index(name: str, folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIndex, model_id: str,
+               dim: int) -> bool:
+    """Load the saved index and replay onto it the log entries written after it was saved. False when there is
+    no saved index that fits the log and the model (then rebuild it)."""
+    meta = vectors.load(folder / INDEX_NAME, model_id=model_id, log_size=record_log.size)
+    if meta is None:
+        return False
+    tail = read_frames(_read_from(record_log.path, meta.log_offset))
+    replayed = 0
+    in_graph = vectors.in_graph()
+    try:
+        for _, _, entry in tail:  # changes after the index was saved, in order
+            replayed += 1
+            if isinstance(entry, Put):
+                current = rows.heads.get(entry.memory.id)
+                labels = entry.memory.labels
+                if current is None or current.labels != labels:
+                    vectors.remove(labels)  # superseded later in the tail
+                    continue
+                logged = matrix(entry.vectors, dim)
+                known = np.array([label in in_graph for label in labels], dtype=bool)
+                vectors.replace([lb for lb, k in zip(labels, known, strict=True) if k], logged[known])
+                vectors.add([lb for lb, k in zip(labels, known, strict=True) if not k], logged[~known])
+                in_graph.update(labels)
+            else:
+                pass  # deleted memories' labels are removed below
+    except RuntimeError as exc:  # hnswlib refused a change: the saved index does not fit the log
+        log.warning("collection %s: %s while replaying the log onto the index; rebuilding it", name, exc)
+        return False
+    live = rows.label_row
+    vectors.remove([label for label in vectors.index.get_ids_list() if label >= len(live) or live[label] < 0])
+    vectors.live = live_labels(rows)
+    log.info("collection %s: index loaded, %d log entries replayed on top", name, replayed)
+    return True
+
+
+def rebuild_index(name: str, rows: Rows, vectors: VectorIndex, logged_vectors: Callable[[str], np.ndarray]) -> None:
+    """A new index from every live memory's logged vectors (the caller saves it)."""
+    start = time.monotonic()
+    n_labels = live_labels(rows)
+    vectors.create(capacity=max(1024, int(n_labels * 1.25)))
+    batch_labels, batch_vecs = [], []
+    for memory in rows.heads.values():
+        batch_labels.extend(memory.labels)
+        batch_vecs.append(logged_vectors(memory.id))
+        if len(batch_labels) >= 2048:
+            vectors.add(batch_labels, np.vstack(batch_vecs))
+            batch_labels, batch_vecs = [], []
+    if batch_labels:
+        vectors.add(batch_labels, np.vstack(batch_vecs))
+    if rows.heads:
+        log.info("collection %s: rebuilt the vector index (%d chunks) in %.1fs", name, n_labels,
+                 time.monotonic() - start)
+
+
+def reembed_all(record_log: RecordLog, rows: Rows, vectors: VectorIndex, embedder,
+                load: Callable[[str], Memory]) -> None:
+    """Embed every live memory again with `embedder`, into a new index and a rewritten log (new labels from 0);
+    the caller records the model and saves the index."""
+    memories = [load(memory_id) for memory_id in rows.heads]
+    vectors.create(capacity=max(1024, len(memories) * 2))
+    entries, rows.next_label = [], 0
+    for start in range(0, len(memories), 256):
+        part = memories[start : start + 256]
+        for memory, vecs in zip(part, embedder.embed_chunks([m.content for m in part]), strict=True):
+            labels = rows.new_labels(len(vecs))
+            memory = msgspec.structs.replace(memory, labels=labels)
+            rows.put(memory, (0, 0))
+            vectors.add(labels, vecs)
+            entries.append(Put(memory=memory, vectors=vecs.tobytes()))
+    for entry, span in zip(entries, record_log.rewrite(entries), strict=True):
+        rows.set_span(entry.memory.id, span)
+
+
+def live_labels(rows: Rows) -> int:
+    """How many vector labels the live memories hold."""
+    return sum(head.n_labels for head in rows.heads.values())
+
+
+def matrix(blob: bytes, dim: int) -> np.ndarray:
+    """Logged float32 vectors as a (chunks, dim) array (a view on `blob`, not a copy)."""
+    return np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read()

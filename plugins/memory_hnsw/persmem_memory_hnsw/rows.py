@@ -1,0 +1,155 @@
+"""What a collection keeps in memory of its live memories, one row each: the heads, numpy columns for
+filters and exact scoring, tag sets, which row each vector label belongs to, where each row's entry is in the
+log, and the BM25 postings.
+
+Rows are never reused: a new version of a memory takes a new row and its old row dies (alive = False). All of
+it is derived from the log and rebuilt from it on open; the collection's lock guards it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .heap import grown
+from .lexical import BM25Index
+from .query import Filters
+from .records import Head, Memory, head_of
+
+
+class Codes:
+    """Small integer codes for repeated strings (projects, types, authors), for numpy filters."""
+
+    def __init__(self):
+        self.code: dict[str, int] = {}
+
+    def get(self, value: str) -> int:
+        if value not in self.code:
+            self.code[value] = len(self.code)
+        return self.code[value]
+
+
+class Rows:
+    def __init__(self):
+        self.heads: dict[str, Head] = {}  # live memories' heads by id; texts and histories stay in the log
+        self.by_hash: dict[int, str] = {}  # dedup_key(project, author, content hash) -> id
+        self.row_of: dict[str, int] = {}
+        self.at_row: list[Head | None] = []  # None: a dead row
+        self.tag_rows: dict[str, set[int]] = {}
+        self.label_row = np.full(0, -1, dtype=np.int32)  # vector label -> row (-1: none)
+        self.next_label = 0  # the first vector label never used
+        self.lexical = BM25Index()
+        self.projects, self.types, self.authors = Codes(), Codes(), Codes()
+        self._strings: dict[str, str] = {}  # one copy of each project, type, author and tag
+        # One entry per row, each column contiguous (a filter reads only the columns it needs):
+        self.project = np.zeros(0, dtype=np.int32)  # codes in self.projects
+        self.type = np.zeros(0, dtype=np.int32)  # codes in self.types
+        self.author = np.zeros(0, dtype=np.int32)  # codes in self.authors
+        self.created = np.zeros(0, dtype=np.float64)
+        self.alive = np.zeros(0, dtype=bool)
+        self.first_label = np.zeros(0, dtype=np.int64)  # a row's labels are first_label .. + label_count - 1
+        self.label_count = np.zeros(0, dtype=np.int32)
+        self.log_start = np.zeros(0, dtype=np.int64)  # where a row's log entry is: log_start .. log_end
+        self.log_end = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        """The number of rows, dead ones included (row numbers run 0 .. len - 1)."""
+        return len(self.at_row)
+
+    def _grow(self, need: int) -> None:
+        self.project = grown(self.project, need)
+        self.type = grown(self.type, need)
+        self.author = grown(self.author, need)
+        self.created = grown(self.created, need)
+        self.alive = grown(self.alive, need)
+        self.first_label = grown(self.first_label, need)
+        self.label_count = grown(self.label_count, need)
+        self.log_start = grown(self.log_start, need)
+        self.log_end = grown(self.log_end, need)
+
+    def new_labels(self, count: int) -> list[int]:
+        """`count` vector labels never used before, consecutive."""
+        labels = list(range(self.next_label, self.next_label + count))
+        self.next_label += count
+        return labels
+
+    def put(self, memory: Memory, span: tuple[int, int]) -> tuple[Head | None, Head]:
+        """Make `memory` (logged at `span`) live in a new row; its previous version's row, if any, dies.
+        Returns (the previous head or None, the new head). The vector index is the caller's."""
+        old = self.heads.get(memory.id)
+        if old is not None:
+            self.remove(memory.id)
+        head = head_of(memory, self._strings)
+        row = len(self.at_row)
+        self.at_row.append(head)
+        self._grow(row + 1)
+        self.heads[memory.id] = head
+        self.row_of[memory.id] = row
+        self.by_hash[head.dedup_key] = memory.id
+        self.log_start[row], self.log_end[row] = span
+        if memory.labels:
+            first, count = head.first_label, head.n_labels
+            self.first_label[row], self.label_count[row] = first, count
+            self.label_row = grown(self.label_row, first + count, fill=-1)
+            self.label_row[first : first + count] = row
+        self.project[row] = self.projects.get(memory.project)
+        self.type[row] = self.types.get(memory.type)
+        self.author[row] = self.authors.get(memory.author)
+        self.created[row] = memory.created
+        self.alive[row] = True
+        for tag in head.tags:
+            self.tag_rows.setdefault(tag, set()).add(row)
+        self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context)
+        return old, head
+
+    def remove(self, memory_id: str) -> Head:
+        """The live memory `memory_id` dies (its row stays, dead). Returns its head. The vector index is the
+        caller's."""
+        head = self.heads.pop(memory_id)
+        row = self.row_of.pop(memory_id)
+        self.at_row[row] = None
+        self.alive[row] = False
+        if self.by_hash.get(head.dedup_key) == memory_id:
+            del self.by_hash[head.dedup_key]
+        for tag in head.tags:
+            self.tag_rows.get(tag, set()).discard(row)
+        self.label_row[head.first_label : head.first_label + head.n_labels] = -1
+        self.lexical.remove(row)
+        return head
+
+    # -- where each live memory's entry is in the log ---------------------
+    def span(self, memory_id: str) -> tuple[int, int]:
+        row = self.row_of[memory_id]
+        return int(self.log_start[row]), int(self.log_end[row])
+
+    def set_span(self, memory_id: str, span: tuple[int, int]) -> None:
+        row = self.row_of[memory_id]
+        self.log_start[row], self.log_end[row] = span
+
+    def span_bytes(self, memory_id: str) -> int:
+        start, end = self.span(memory_id)
+        return end - start
+
+    # -- filters ----------------------------------------------------------
+    def mask(self, filters: Filters, n_rows: int) -> np.ndarray:
+        """Which of the first `n_rows` rows are live and pass `filters`."""
+        mask = self.alive[:n_rows].copy()
+        for value, codes, column in ((filters.project, self.projects, self.project),
+                                     (filters.type, self.types, self.type),
+                                     (filters.author, self.authors, self.author)):
+            if value:
+                code = codes.code.get(value)
+                if code is None:
+                    return np.zeros(n_rows, dtype=bool)
+                mask &= column[:n_rows] == code
+        if filters.since is not None:
+            mask &= self.created[:n_rows] >= filters.since
+        if filters.until is not None:
+            mask &= self.created[:n_rows] <= filters.until
+        if filters.tags:
+            tag_mask = np.zeros(n_rows, dtype=bool)
+            for tag in filters.tags:
+                rows = self.tag_rows.get(tag)
+                if rows:
+                    tag_mask[np.fromiter(rows, dtype=np.int64)] = True
+            mask &= tag_mask
+        return mask
