@@ -61,6 +61,7 @@ class Host:
         self.state = PluginState()  # each plugin's service, put there by its startup (persmem_core.state)
         self.warnings: list[str] = []
         self.startup_error: str | None = None
+        self._running = False  # startup succeeded and shutdown has not run yet
         self._raw_error: ConfigError | None = None
         try:
             self._raw = config_mod.read_file(self.config_path)
@@ -201,8 +202,13 @@ class Host:
                                   f"does not start. Fix what it names, or disable the plugin: [plugins] disabled = "
                                   f"[\"{plugin}\"] or PERSMEM_DISABLE_PLUGINS={plugin}.")
             raise UserError(self.startup_error) from exc
+        self._running = True
 
     def shutdown(self) -> None:
+        """Every plugin's `shutdown`, once after a successful startup (a second call does nothing)."""
+        if not self._running:
+            return
+        self._running = False
         for plugin, _, exc in call_each(self.pm, "shutdown", host=self):
             if exc is not None:
                 self.warnings.append(f"plugin {plugin}: shutdown failed: {type(exc).__name__}: {exc}")

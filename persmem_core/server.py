@@ -98,15 +98,14 @@ def build_http_app(host: Host, *, bind_host: str):
     routes += [Mount(spec.prefix, app=spec.app) for spec in route_specs]
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app):  # the plugins were started before the port opened (serve_http)
         import anyio.to_thread
 
         async with sessions.run():
-            await anyio.to_thread.run_sync(host.startup)
             try:
                 yield
             finally:
-                await anyio.to_thread.run_sync(host.shutdown)
+                await anyio.to_thread.run_sync(host.shutdown)  # here: uvicorn re-raises SIGTERM after the app
 
     anonymous_ok = (
         is_loopback(bind_host) and not server_cfg.public_url and not server_cfg.allowed_hosts
@@ -161,13 +160,11 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         server_header=False,
         timeout_graceful_shutdown=3,  # open event streams (dashboard, /amq/events) must not hold a stop
     )
+    host.startup()  # before the port opens: a plugin that cannot start stops the server with one clear line
     try:
         uvicorn.Server(config).run()
-    except SystemExit:  # uvicorn exits when the lifespan (the plugins' startup) fails
-        if not host.startup_error:
-            raise
-    if host.startup_error:  # the server stopped before it served: say why, as the last line, exit 1
-        raise UserError(host.startup_error)
+    finally:
+        host.shutdown()  # if the lifespan never ran (the port was taken); otherwise it already did, and this is a no-op
 
 
 def serve_stdio(host: Host, *, agent: str) -> None:
