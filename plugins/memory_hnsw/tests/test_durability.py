@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from persmem_core import UserError
-from persmem_memory_hnsw.collection import Collection, Filters, NewMemory
+from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+from persmem_memory_hnsw.query import Filters
 
 HERE = Path(__file__).parent
 
