@@ -103,8 +103,9 @@ def run_in_process(home: Path, queries, n_store) -> dict:
     import os
 
     from persmem_core.host import Host
-    from persmem_memory_hnsw.collection import Filters, NewMemory
-    from persmem_memory_hnsw.plugin import open_service
+    from persmem_memory_hnsw.collection import NewMemory
+    from persmem_memory_hnsw.query import Filters
+    from persmem_memory_hnsw.service import open_service
 
     service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
     col = service.collection("memories")
