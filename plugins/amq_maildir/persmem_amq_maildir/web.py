@@ -15,11 +15,13 @@ from __future__ import annotations
 import anyio
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from persmem_core import UserError
+from persmem_core.context import agent_of_scope
 
 from .feed import event_stream
 from .store import MailStore, newest
@@ -29,7 +31,10 @@ PING_SECONDS = 15
 
 def build_app(get_store) -> Starlette:
     def caller(request: Request) -> str:
-        return request.scope["persmem.agent"]
+        agent = agent_of_scope(request.scope)  # always there behind auth="agent"; never guessed if not
+        if not agent:
+            raise HTTPException(401, "no authenticated agent")
+        return agent
 
     async def unread(request: Request) -> JSONResponse:
         store: MailStore = get_store()
