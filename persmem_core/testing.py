@@ -74,7 +74,8 @@ def tool_result(result) -> Any:
 
 def assert_clear_outcome(result, max_chars: int = 3000) -> None:
     """A CallToolResult is a JSON object, or an error a person can act on: no traceback, no crash reference
-    (the "internal error ... log reference" of an unexpected exception), not a wall of text. For property-based tool tests."""
+    (the "internal error ... log reference" of an unexpected exception), not a wall of text. For
+    property-based tool tests."""
     if result.is_error:
         text = "\n".join(getattr(block, "text", "") for block in result.content)
         crashed = "the server log has the details under reference"  # the wording of an unexpected exception
