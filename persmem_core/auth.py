@@ -38,8 +38,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from persmem_core.agents import AgentStore
-from persmem_core.context import AGENT_SCOPE_KEY
 from persmem_core.auth_failures import AuthFailures
+from persmem_core.context import AGENT_SCOPE_KEY
 
 log = logging.getLogger("persmem.http")
 

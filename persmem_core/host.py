@@ -60,7 +60,6 @@ class Host:
         self.auth_failures = AuthFailures()  # every place that checks a credential counts its failures here
         self.state = PluginState()  # each plugin's service, put there by its startup (persmem_core.state)
         self.warnings: list[str] = []
-        self.startup_error: str | None = None
         self._running = False  # startup succeeded and shutdown has not run yet
         self._raw_error: ConfigError | None = None
         try:
@@ -196,12 +195,10 @@ class Host:
                 started.append(plugin)
                 continue
             self._plugin_failed(plugin, "startup failed", exc)
-            for _ in call_each(self.pm, "shutdown", host=self, only=set(started)):
-                pass
-            self.startup_error = (f"plugin {plugin!r} failed to start ({type(exc).__name__}: {exc}), so the server "
-                                  f"does not start. Fix what it names, or disable the plugin: [plugins] disabled = "
-                                  f"[\"{plugin}\"] or PERSMEM_DISABLE_PLUGINS={plugin}.")
-            raise UserError(self.startup_error) from exc
+            self._shut_down(only=set(started))
+            raise UserError(f"plugin {plugin!r} failed to start ({type(exc).__name__}: {exc}), so the server does not "
+                            f"start. Fix what it names, or disable the plugin: [plugins] disabled = [\"{plugin}\"] "
+                            f"or PERSMEM_DISABLE_PLUGINS={plugin}.") from exc
         self._running = True
 
     def shutdown(self) -> None:
@@ -209,7 +206,10 @@ class Host:
         if not self._running:
             return
         self._running = False
-        for plugin, _, exc in call_each(self.pm, "shutdown", host=self):
+        self._shut_down()
+
+    def _shut_down(self, only: set[str] | None = None) -> None:
+        for plugin, _, exc in call_each(self.pm, "shutdown", host=self, only=only):
             if exc is not None:
                 self.warnings.append(f"plugin {plugin}: shutdown failed: {type(exc).__name__}: {exc}")
 

@@ -47,7 +47,3 @@ class PluginState:
     def pop(self, plugin: str) -> Any | None:
         with self._lock:
             return self._services.pop(plugin, None)
-
-    def __contains__(self, plugin: str) -> bool:
-        with self._lock:
-            return plugin in self._services

@@ -42,7 +42,8 @@ THREADS_PER_PLUGIN = 8
 
 
 class CallLimits:
-    """Worker pools per plugin and running calls per (tool, agent), for one server (one event loop)."""
+    """Worker pools per plugin and running calls per (plugin, agent) of limited tools, for one server (one
+    event loop)."""
 
     def __init__(self, threads_per_plugin: int = THREADS_PER_PLUGIN):
         self.threads_per_plugin = threads_per_plugin
@@ -132,7 +133,8 @@ class CallerResolver:
         )
 
 
-def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimits | None = None) -> Tool:
+def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimits) -> Tool:
+    """The MCP tool for `spec`; `limits` is the server's one CallLimits (shared pools and counts)."""
     fn = spec.fn
     signature = inspect.signature(fn, eval_str=True)
     call_params = [p.name for p in signature.parameters.values() if p.annotation is CallContext]
@@ -140,7 +142,6 @@ def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimit
     params.append(inspect.Parameter(_MCP_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=Context))
     is_async = inspect.iscoroutinefunction(fn)
     name = spec.name
-    limits = limits or CallLimits()
 
     async def tool_wrapper(**kwargs: Any) -> Any:
         caller = resolve_caller(kwargs.pop(_MCP_CONTEXT))
