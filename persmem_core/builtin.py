@@ -26,15 +26,22 @@ def register_config(register):
 
 
 def persmem_whoami(call: CallContext) -> dict:
-    """Tell which agent this connection is authenticated as, over which transport, and which plugins
-    and tools the server offers. Call it first when unsure whose memory or inbox you are using."""
+    """Tell which agent this connection is authenticated as, over which transport, and which plugins the
+    server runs with the names of the tools each one gives you. Call it first when unsure whose memory or
+    inbox you are using, or which tool does what you need.
+    Returns {"agent", "transport", "server", "version", "plugins": [{"name", "version", "tools": [...]}]}."""
     host = call.host
+    tools: dict[str, list[str]] = {}
+    for spec in host.collect_tools():
+        tools.setdefault(spec.plugin, []).append(spec.name)
+    plugins = [{"name": p.name, "version": p.version, "tools": sorted(tools.get(p.name, []))}
+               for p in host.loaded_plugins()]
     return {
         "agent": call.agent,
         "transport": call.transport,
         "server": "persmem",
         "version": __version__,
-        "plugins": [{"name": p.name, "version": p.version} for p in host.loaded_plugins()],
+        "plugins": plugins,
     }
 
 

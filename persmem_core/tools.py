@@ -7,7 +7,11 @@ docstring. The host wraps it so that:
 - `UserError` becomes an MCP error result carrying the message;
 - any other exception becomes an error result that names the tool and a
   log reference, never a stack trace; the traceback goes to the server log;
-- invalid arguments get a short message naming each bad field.
+- invalid arguments get a short message naming each bad field;
+- an argument the tool does not have is refused, naming the tool's arguments and
+  the closest one (the SDK would drop it silently: a misspelt `projct` would
+  quietly search every project), and the advertised input schema says
+  `additionalProperties: false`.
 Sync functions run in a worker thread, from a pool of the plugin's own
 (`THREADS_PER_PLUGIN`), so one plugin's slow calls (45 shell commands at
 once) never hold up another plugin's tools (memory, mail). A tool registered
@@ -18,6 +22,7 @@ that agent already has that many calls of the plugin's limited tools running.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import inspect
 import logging
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("persmem.tools")
 _MCP_CONTEXT = "mcp_context"
 THREADS_PER_PLUGIN = 8
+MAX_UNKNOWN_SHOWN = 5  # unknown argument names quoted in the refusal
 
 
 class CallLimits:
@@ -94,10 +100,31 @@ def describe_validation_error(tool: str, exc: ValidationError) -> str:
     return f"{tool}: invalid arguments: " + "; ".join(problems) + ". Check the tool's input schema and call again."
 
 
+def describe_unknown_arguments(tool: str, unknown: list[str], valid: list[str]) -> str:
+    """`unknown argument 'projct' for memory_search; valid arguments: query, project, ... (did you mean
+    'project'?)`. At most a few unknown names are quoted, each shortened: the keys are the caller's text."""
+    shown = unknown[:MAX_UNKNOWN_SHOWN]
+    names = ", ".join(_short(name, 40) for name in shown) + (f" and {len(unknown) - len(shown)} more"
+                                                             if len(unknown) > len(shown) else "")
+    text = (f"unknown argument{'s' if len(unknown) > 1 else ''} {names} for {tool}; valid arguments: "
+            + (", ".join(valid) if valid else "none (call it with {})"))
+    guesses = {name: close[0] for name in shown
+               if len(name) <= 60 and (close := difflib.get_close_matches(name, valid, n=1))}
+    if len(unknown) == 1 and guesses:
+        text += f" (did you mean {next(iter(guesses.values()))!r}?)"
+    elif guesses:
+        text += " (did you mean " + ", ".join(f"{close!r} for {name!r}" for name, close in guesses.items()) + "?)"
+    return text + f". Remove or rename {'them' if len(unknown) > 1 else 'it'} and call again."
+
+
 class PersmemTool(Tool):
-    """An SDK Tool whose argument errors read well."""
+    """An SDK Tool whose argument errors read well and that refuses arguments it does not have."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        valid = list(self.parameters.get("properties", {}))  # the names on the wire (aliases included)
+        unknown = [str(key) for key in arguments if key not in valid]
+        if unknown:
+            raise ToolError(describe_unknown_arguments(self.name, unknown, valid))
         try:
             return await super().run(arguments, context, convert_result=convert_result)
         except ToolError as exc:
@@ -169,4 +196,6 @@ def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimit
     tool_wrapper.__name__ = name
     tool_wrapper.__doc__ = fn.__doc__
     description = spec.description or inspect.cleandoc(fn.__doc__ or "") or name
-    return PersmemTool.from_function(tool_wrapper, name=name, description=description, context_kwarg=_MCP_CONTEXT)
+    tool = PersmemTool.from_function(tool_wrapper, name=name, description=description, context_kwarg=_MCP_CONTEXT)
+    tool.parameters["additionalProperties"] = False  # what PersmemTool.run enforces, said in the schema
+    return tool

@@ -57,9 +57,10 @@ def test_bad_arguments_name_the_field(echo_server):
         echo_server.call_tool("no_such_tool", {}, agent="kite")
 
 
-def test_forged_caller_argument_is_ignored(echo_server):
-    result = echo_server.call_tool("echo_say", {"text": "x", "call": {"agent": "wren"}}, agent="kite")
-    assert result["agent"] == "kite"
+def test_forged_caller_argument_is_refused(echo_server):
+    with pytest.raises(ToolCallError, match="unknown argument 'call' for echo_say; valid arguments: text, times"):
+        echo_server.call_tool("echo_say", {"text": "x", "call": {"agent": "wren"}}, agent="kite")
+    assert echo_server.call_tool("echo_say", {"text": "x"}, agent="kite")["agent"] == "kite"
 
 
 def test_async_tools_run_concurrently(echo_server):
