@@ -33,6 +33,7 @@ from litestar.template.config import TemplateConfig
 from persmem_core import UserError
 
 from .charts import chart
+from .markdown import render_markdown
 from .panels import Panel, View
 from .service import open_service
 from .sessions import LoginSessionConfig
@@ -71,7 +72,7 @@ def build_dashboard(host, base: str) -> Litestar:
     env = Environment(loader=ChoiceLoader([DictLoader({f"panels/{p.id}.html": p.template for p in panels}),
                                            PackageLoader("persmem_dashboard", "templates")]),
                       autoescape=select_autoescape(default=True, default_for_string=True))
-    env.globals.update(chart=chart, ago=ago, base=base, title=cfg.title)
+    env.globals.update(chart=chart, ago=ago, markdown=render_markdown, base=base, title=cfg.title)
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
 
     def agent_of(request: Request) -> str:

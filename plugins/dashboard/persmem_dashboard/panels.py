@@ -13,9 +13,10 @@
             script=None,                 # optional: JavaScript source served at <id>/panel.js (CSP: same origin only)
         )
 
-`view` (a View) carries the logged-in agent, the query parameters and the host. In the template, `data`,
-`view`, `base` (the dashboard's URL path), `chart(kind, title, mapping)` (an SVG chart, kind "donut" or
-"bars") and `ago(iso_or_epoch)` are available. Everything is escaped unless a plugin marks it safe, so
+`view` (a View) carries the logged-in agent, the query parameters and the host; `view.markdown(text)` renders
+Markdown to sanitised HTML (markdown.py; call it in `context` or `events`, which run off the event loop). In the
+template, `data`, `view`, `base` (the dashboard's URL path), `chart(kind, title, mapping)` (an SVG chart, kind
+"donut" or "bars") and `ago(iso_or_epoch)` are available. Everything is escaped unless a plugin marks it safe, so
 memory and message text can never become markup. Plugins need not import Litestar or Jinja2: a panel is
 plain data and functions.
 
@@ -34,6 +35,8 @@ from typing import Any
 from persmem_core.errors import PluginConflictError, UserError
 from persmem_core.plugins import PerPlugin, call_each
 
+from .markdown import render_markdown
+
 log = logging.getLogger("persmem.dashboard")
 PANEL_ID = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -47,6 +50,11 @@ class View:
 
     def param(self, name: str, default: str = "") -> str:
         return self.params.get(name, default).strip()
+
+    @staticmethod
+    def markdown(text: str | None) -> str:
+        """`text` as Markdown rendered to sanitised HTML, marked safe for the template (markdown.py)."""
+        return render_markdown(text)
 
 
 @dataclass(frozen=True)

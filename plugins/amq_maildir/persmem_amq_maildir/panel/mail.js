@@ -1,4 +1,6 @@
-// Live AMQ feed: one EventSource (Server-Sent Events), no polling. Text is set with textContent only.
+// Live AMQ feed: one EventSource (Server-Sent Events), no polling. Text is set with textContent only; the one
+// exception is body_html, the server's Markdown rendering already sanitised by nh3 (the dashboard's markdown.py),
+// and the page's CSP forbids inline scripts and handlers should anything ever slip through.
 (function () {
   const feed = document.getElementById("feed");
   const state = document.getElementById("live-state");
@@ -19,7 +21,10 @@
                    " ", el("span", "meta", `${m.kind} · ${m.priority} · just now`), " ", el("span", "badge unread", "unread"));
     const link = el("a", null, "thread"); link.href = feed.dataset.threadUrl + encodeURIComponent(m.thread || m.id);
     const meta = el("p", "meta"); meta.append(link, ` · id ${m.id}`);
-    details.append(summary, el("pre", "body", m.body || ""), meta);
+    let body;
+    if (typeof m.body_html === "string") { body = el("div", "body markdown"); body.innerHTML = m.body_html; }
+    else { body = el("pre", "body", m.body || ""); }
+    details.append(summary, body, meta);
     const li = el("li"); li.append(details); feed.prepend(li);
   });
   source.addEventListener("unread", (event) => {
