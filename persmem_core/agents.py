@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from persmem_core.commands.invocation import persmem_line
 from persmem_core.errors import UserError
 from persmem_core.fileio import atomic_write_bytes
 
@@ -95,7 +96,7 @@ class AgentStore:
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise UserError(
                     f"{self.path}: the agent registry is damaged ({exc}). Restore it from a backup "
-                    "or move it away and add the agents again with `persmem agent add`."
+                    f"or move it away and add the agents again with `{persmem_line('agent', 'add', 'NAME')}`."
                 ) from None
             self._set_cache(registry, key)
         return self._cache
@@ -160,8 +161,10 @@ class AgentStore:
             existing = registry.agents.get(name)
             if existing is not None and existing.revoked is None and not replace:
                 raise UserError(
-                    f"agent {name!r} already exists. Use `persmem agent add {name} --rotate` to issue new "
-                    f"credentials (the old ones stop working), or `persmem agent revoke {name}`."
+                    f"agent {name!r} already exists. `{persmem_line('agent', 'secret-path', name)}` gives it a "
+                    f"secret path and `{persmem_line('agent', 'token', name)}` a new token (each keeps the other "
+                    f"working); `{persmem_line('agent', 'add', name, '--rotate')}` replaces all its credentials; "
+                    f"`{persmem_line('agent', 'revoke', name)}` revokes it."
                 )
             issued = Issued(name=name)
             # a revoked name added again is a new agent: whatever trusted the old one (a dashboard login)
@@ -179,13 +182,39 @@ class AgentStore:
             self._save(Registry(agents=agents))
         return issued
 
+    def renew(self, name: str, *, token: bool = False, secret_path: bool = False) -> Issued:
+        """Give the live agent `name` a new token and/or secret path and return them, once. The credential
+        not named is kept: adding a secret path for claude.ai must not break the token Claude Code uses."""
+        check_name(name)
+        if not (token or secret_path):
+            raise UserError("say which credential to issue: a token, a secret path, or both.")
+        with self._locked() as registry:
+            record = registry.agents.get(name)
+            if record is None or record.revoked is not None:
+                raise UserError(
+                    f"no active agent named {name!r}: `{persmem_line('agent', 'add', name)}` creates it; "
+                    f"`{persmem_line('agent', 'list')}` shows the agents."
+                )
+            issued = Issued(name=name)
+            changes = {}
+            if token:
+                issued.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+                changes["token_sha256"] = _sha256(issued.token)
+            if secret_path:
+                issued.secret_path = secrets.token_urlsafe(32)
+                changes["path_sha256"] = _sha256(issued.secret_path)
+            agents = dict(registry.agents)
+            agents[name] = msgspec.structs.replace(record, **changes)
+            self._save(Registry(agents=agents))
+        return issued
+
     def revoke(self, name: str) -> None:
         """Remove `name`'s credentials; the name stays listed as revoked."""
         check_name(name)
         with self._locked() as registry:
             record = registry.agents.get(name)
             if record is None or record.revoked is not None:
-                raise UserError(f"no active agent named {name!r}; `persmem agent list` shows them.")
+                raise UserError(f"no active agent named {name!r}; `{persmem_line('agent', 'list')}` shows them.")
             agents = dict(registry.agents)
             agents[name] = AgentRecord(created=record.created, revoked=_now())
             self._save(Registry(agents=agents))
