@@ -76,9 +76,9 @@ def test_connect_prints_setup_for_every_client(run_cli, persmem_env):
     out = run_cli("connect", "kite", "--url", "https://mcp.example.com", env=env).stdout
     assert "claude mcp add --transport http persmem https://mcp.example.com/mcp" in out
     assert "[mcp_servers.persmem]" in out and "Claude Desktop" in out and "mcpServers" in out
-    assert "https://mcp.example.com/<SECRET-PATH>/mcp" in out
+    assert "kite has no secret path yet" in out and "agent secret-path kite" in out
     rotated = run_cli("connect", "kite", "--rotate", env=env).stdout
-    token = rotated.split("Bearer ")[1].split('"')[0]
+    token = rotated.split("Bearer ")[1].split("'")[0]
     assert token.startswith("pm_") and AgentStore(env["PERSMEM_HOME"]).agent_for_token(token) == "kite"
 
 
