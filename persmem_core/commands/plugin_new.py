@@ -9,6 +9,7 @@ from string import Template
 
 import click
 
+from persmem_core.commands.invocation import persmem_line, python_line
 from persmem_core.errors import UserError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
@@ -55,5 +56,10 @@ def plugin() -> None:
 @click.option("--dir", "parent", type=click.Path(path_type=Path, file_okay=False), default=".", show_default=True)
 def new(name: str, parent: Path) -> None:
     """Create persmem-plugin-NAME/: pyproject with entry point, a tool, a config section and a passing test."""
-    root = scaffold(name, parent)
-    click.echo(f"created {root}\nnext: pip install -e '{root}[test]' && pytest {root}")
+    root = scaffold(name, parent).resolve()
+    # pip and pytest of the Python that runs persmem: bare `pip` outside the venv installs elsewhere or is
+    # not found, and the plugin must land where this persmem looks for plugins
+    click.echo(f"created {root}\nnext steps (each line can be pasted into a shell as is):\n"
+               f"  {python_line('-m', 'pip', 'install', '-e', f'{root}[test]')}\n"
+               f"  {python_line('-m', 'pytest', str(root))}\n"
+               f"  {persmem_line('plugins')}   # lists {name!r} as loaded")
