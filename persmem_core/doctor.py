@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from persmem_core.netaddr import port_is_free
 from persmem_core.plugins import call_each
 
 if TYPE_CHECKING:
@@ -35,6 +36,19 @@ def warn(name: str, detail: str = "") -> Check:
 
 def fail(name: str, detail: str = "") -> Check:
     return Check(name, "FAIL", detail)
+
+
+def check_port(host: Host, bind_host: str, port: int) -> Check:
+    """Is [server] host:port free for `persmem serve`? Inside a running server (the dashboard's System page
+    runs doctor there) the port is busy because this very process listens on it: that is a PASS, not the
+    "is persmem already running?" warning. `serving_addresses` is what the Host listens on (empty when not
+    serving; read with getattr so a Host without it still gets the plain check)."""
+    where = f"{bind_host}:{port}"
+    if (bind_host, port) in getattr(host, "serving_addresses", set()):
+        return pass_("port free", f"{where} is this server's own address (doctor runs inside it)")
+    if port_is_free(bind_host, port):
+        return pass_("port free", where)
+    return warn("port free", f"{where} is in use (is persmem already running?); set [server] port or --port.")
 
 
 def run_doctor(host: Host) -> list[Check]:
