@@ -104,13 +104,11 @@ class MailStore:
         subject = " ".join(subject.split()) if isinstance(subject, str) else subject
         if len(subject) > self.config.max_subject_chars:
             raise UserError(f"subject is {len(subject):,} characters; the limit is {self.config.max_subject_chars}.")
-        for label, value in (("reply_to", reply_to), ("thread", thread)):
-            if value and not ID_RE.fullmatch(value):
-                raise UserError(f"{label} {value!r} is not a message id (ids look like 20261122T185527-123456_kite_9f1c2ab4).")
+        reply_to, thread = self._conversation(caller, reply_to, thread)
         msg_id = new_id(caller)
         header = Header(id=msg_id, sender=caller, to=recipients[0], subject=subject, kind=kind, priority=priority,
-                        created=now_iso(), thread=thread or (reply_to and self._thread_of(caller, reply_to)) or None,
-                        reply_to=reply_to or None, recipients=recipients if len(recipients) > 1 else None)
+                        created=now_iso(), thread=thread, reply_to=reply_to,
+                        recipients=recipients if len(recipients) > 1 else None)
         delivered = []
         for rcpt in recipients:
             header = _replace(header, to=rcpt)
@@ -166,9 +164,49 @@ class MailStore:
     def _check_priority(priority: str) -> str:
         return _choice(priority, PRIORITIES, "priority", "normal")
 
-    def _thread_of(self, caller: str, msg_id: str) -> str | None:
-        entry = self.box(caller).get(msg_id + SUFFIX)
-        return (entry.message.header.thread or entry.id) if entry else msg_id
+    def _conversation(self, caller: str, reply_to: str | None, thread: str | None) -> tuple[str | None, str | None]:
+        """The (reply_to, thread) a new message carries. Both must name mail the caller can see: a reply to an
+        id nobody sent, or a thread nobody started, would open a conversation under a made-up name."""
+        for label, value in (("reply_to", reply_to), ("thread", thread)):
+            if value and (not isinstance(value, str) or not ID_RE.fullmatch(value.removesuffix(SUFFIX))):
+                raise UserError(f"{label} {str(value)[:80]!r} is not a message id (ids look like "
+                                "20261122T185527-123456_kite_9f1c2ab4); amq_check and amq_history list them.")
+        reply_to = reply_to.removesuffix(SUFFIX) if reply_to else None
+        thread = thread.removesuffix(SUFFIX) if thread else None
+        if reply_to:
+            original = self.visible_message(caller, reply_to)
+            if original is None:
+                raise UserError(f"reply_to {reply_to!r} is not a message you can see (none you sent or received has "
+                                "that id). Take the id from amq_check, amq_history (received) or amq_timeline (sent too); "
+                                "amq_reply answers a message in your inbox for you. Or leave reply_to empty to start a "
+                                "new conversation.")
+            started = original.message.header.thread or original.id
+            if thread and thread != started:
+                raise UserError(f"reply_to {reply_to!r} is in thread {started!r}, not in thread {thread!r}; pass only "
+                                "one of them (reply_to alone continues its own thread).")
+            return reply_to, started
+        if thread and not self._thread_visible(caller, thread):
+            raise UserError(f"thread {thread!r} is not a conversation you can see (no message you sent or received "
+                            "is in it). Take a \"thread\" (or a first message's id) from amq_history or amq_timeline, "
+                            "or leave thread empty to start a new conversation.")
+        return None, thread
+
+    def visible_message(self, caller: str, msg_id: str) -> Entry | None:
+        """The message `msg_id` if `caller` may see it: in its inbox, sent by it, or in an inbox granted to it."""
+        name = msg_id + SUFFIX
+        own = self.box(caller).get(name)
+        if own is not None:
+            return own
+        granted = self.readable(caller)
+        for box in self.on_disk():
+            entry = self.box(box).get(name) if box != caller else None
+            if entry is not None and (granted is None or box in granted or entry.message.header.sender == caller):
+                return entry
+        return None
+
+    def _thread_visible(self, caller: str, thread: str) -> bool:
+        pairs, _ = self.visible_entries(caller)
+        return any((e.message.header.thread or e.id) == thread for _, e in pairs)
 
     # -- reading ---------------------------------------------------------------------------------------
     def check(self, caller: str, agent: str = "", kind: str = "", priority: str = "", sender: str = "") -> dict:
@@ -299,8 +337,8 @@ def headers(entry: Entry) -> dict:
 
 
 def full(entry: Entry) -> dict:
-    return {"schema": entry.message.header.schema} | headers(entry) | {"body": entry.message.body,
-                                                                       "_filename": entry.name}
+    """Headers and body. The file's name and format version stay inside: the id is all a caller needs."""
+    return headers(entry) | {"body": entry.message.body}
 
 
 def row(box: str, entry: Entry, body: bool = True) -> dict:

@@ -34,8 +34,10 @@ def amq_send(from_agent: str, to_agent: str, body: str, subject: str = "", kind:
     - body: the message in Markdown. subject: a short summary line.
     - kind: message, question, answer, review_request, review_response, observation, decision or status.
     - priority: urgent, normal or low.
-    - reply_to: id of the message you answer (amq_reply does this for you); thread: a thread id to continue.
-    Returns {"status": "delivered", "id", "from", "to", "subject"}."""
+    - reply_to: id of a message you sent or received that this one answers (amq_reply does this for you);
+      the new message joins that message's thread. thread: the "thread" of a conversation you are in, to
+      continue it. Leave both empty to start a new conversation; ids come from amq_check and amq_history.
+    Returns {"status": "delivered", "id", "from", "to", "subject"} and "thread" when it continues one."""
     sender = _as_caller(from_agent, call, "amq_send")
     return _store(call).send(sender, to_agent, body, subject, kind, priority, reply_to or None, thread or None)
 
