@@ -24,7 +24,7 @@ from pygal.style import Style
 
 COLORS = ("#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2", "#ca8a04", "#dc2626", "#4f46e5", "#64748b")
 MAX_SLICES = 8
-LEGEND_CHARS = 16  # a donut legend line: the name, cut to this, then its count
+LEGEND_CHARS = 28  # a donut legend line: the name, cut to this, then its count
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Layout:
     x_labels: int  # at most this many day labels under the bars
 
 
-DONUT = Layout(None, 340, 340, 14, 0)
+DONUT = Layout(None, 340, 0, 14, 0)  # height: from its legend (_donut)
 # shown at 340-560 px (phones), 540-940 px (tablets, narrow windows), 930-1140 px (the desktop's 1200 px column)
 BAR_LAYOUTS = (Layout("(max-width: 600px)", 360, 240, 13, 4),
                Layout("(max-width: 1000px)", 720, 280, 15, 8),
@@ -72,33 +72,52 @@ def chart(kind: str, title: str, mapping: dict) -> Markup:
 
 
 MARGIN = 8
+RING = 240  # the donut's own height; its legend adds a line per row below it
 
 
 @functools.lru_cache(maxsize=256)
 def _render(kind: str, items: tuple[tuple[str, float], ...], layout: Layout) -> str:
-    slices = min(len(items), MAX_SLICES + 1)
-    # pygal makes room for len // 2 legend rows in 2 columns: an odd count's last row was cut off
-    bottom = MARGIN + (round(1.5 * layout.font) + 2 if kind == "donut" and slices % 2 else 0)
-    config = pygal.Config(js=[], style=_style(layout.font), width=layout.width, height=layout.height,
-                          explicit_size=False, print_values=False, show_legend=kind == "donut",
-                          legend_at_bottom=True, legend_at_bottom_columns=2, truncate_legend=-1,
-                          no_data_text="nothing yet", margin=MARGIN, margin_bottom=bottom, spacing=8)
-    if kind == "donut":
-        chart = pygal.Pie(config, inner_radius=0.55)
-        top, rest = items[:MAX_SLICES], items[MAX_SLICES:]
-        for label, value in top:
-            chart.add(_legend(label, value), value)
-        if rest:
-            chart.add(_legend(f"{len(rest)} other" + "s" * (len(rest) > 1), sum(v for _, v in rest)), sum(v for _, v in rest))
-    else:
-        chart = pygal.Bar(config, x_label_rotation=0, show_minor_x_labels=False, truncate_label=-1,
-                          show_x_guides=False, y_labels=_whole_number_ticks(max((v for _, v in items), default=0)),
-                          value_formatter=lambda v: f"{v:g}")
-        chart.x_labels = [label for label, _ in items]
-        step = max(1, math.ceil(len(items) / layout.x_labels))
-        chart.x_labels_major = chart.x_labels[::-1][::step]  # counted back from today, which is always labelled
-        chart.add("", [value for _, value in items])
+    chart = _donut(items, layout) if kind == "donut" else _bars(items, layout)
     return base64.b64encode(chart.render()).decode("ascii")
+
+
+def _config(layout: Layout, **settings) -> pygal.Config:
+    return pygal.Config(js=[], style=_style(layout.font), width=layout.width, explicit_size=False,
+                        print_values=False, legend_at_bottom=True, truncate_legend=-1, no_data_text="nothing yet",
+                        margin=MARGIN, spacing=8, **settings)
+
+
+def _donut(items, layout: Layout) -> pygal.Pie:
+    top, rest = items[:MAX_SLICES], items[MAX_SLICES:]
+    slices = [(label, value) for label, value in top]
+    if rest:
+        slices.append((f"{len(rest)} other" + "s" * (len(rest) > 1), sum(v for _, v in rest)))
+    # two legend columns while the names fit in half the width, else one (long tags ran into each other)
+    half = (layout.width - 2 * MARGIN) / 2 - layout.font * 1.5
+    columns = 2 if all(len(_legend(label, value)) * layout.font * 0.6 <= half for label, value in slices) else 1
+    rows = math.ceil(len(slices) / columns)
+    line = round(1.5 * layout.font)
+    # pygal makes room for len // columns legend rows: an odd count's last row in two columns was cut off
+    short = columns == 2 and len(slices) % 2
+    chart = pygal.Pie(_config(layout, show_legend=True, legend_at_bottom_columns=columns,
+                              height=RING + rows * line + 2 * MARGIN, margin_bottom=MARGIN + (line + 2) * short),
+                      inner_radius=0.55)
+    for label, value in slices:
+        chart.add(_legend(label, value), value)
+    return chart
+
+
+def _bars(items, layout: Layout) -> pygal.Bar:
+    chart = pygal.Bar(_config(layout, show_legend=False, height=layout.height,
+                              margin_right=MARGIN + 2 * layout.font),  # room for half of today's label
+                      x_label_rotation=0, show_minor_x_labels=False, truncate_label=-1, show_x_guides=False,
+                      y_labels=_whole_number_ticks(max((v for _, v in items), default=0)),
+                      value_formatter=lambda v: f"{v:g}")
+    chart.x_labels = [label for label, _ in items]
+    step = max(1, math.ceil(len(items) / layout.x_labels))
+    chart.x_labels_major = chart.x_labels[::-1][::step]  # counted back from today, which is always labelled
+    chart.add("", [value for _, value in items])
+    return chart
 
 
 def _legend(label: str, value: float) -> str:
