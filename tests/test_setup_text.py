@@ -119,6 +119,19 @@ def test_every_printed_block_parses_and_no_substitution_survives_a_hostile_home_
     assert not list(tmp_path.glob("PWNED*"))
 
 
+def test_the_placeholder_snippets_are_paste_safe_too(tmp_path):
+    # the reported line: `--header "Authorization: Bearer <TOKEN from `persmem agent add`>"`
+    env = clean_env(tmp_path / "home")
+    run_persmem("agent", "add", "kite", "--secret-path", env=env)
+    found = sections(run_persmem("connect", "kite", env=env).stdout)
+    shell_lines = [line for kind, lines in found.values() if kind == "shell" for line in code_lines(lines)]
+    assert len(shell_lines) == 3 and not any("`" in line for line in shell_lines)
+    for line in shell_lines:
+        assert_paste_safe(line, tmp_path)
+    assert "Authorization: Bearer <TOKEN>" in shlex.split(block(found, "shell", "Claude Code over HTTP")[0])
+    assert not list(tmp_path.glob("PWNED*"))
+
+
 def test_a_url_that_is_not_http_is_refused_naming_the_fix(tmp_path):
     env = clean_env(tmp_path / "home")
     run_persmem("agent", "add", "kite", env=env)
