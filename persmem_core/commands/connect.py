@@ -115,10 +115,10 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
         if urlsplit(base).scheme != "https":
             lines.append("# claude.ai connects from Anthropic's servers: serve persmem over public HTTPS and give "
                          "that URL as --url or [server] public_url.")
-        section("claude.ai custom connector URL (it cannot send a token: the secret path is the credential)",
+        section("claude.ai custom connector URL: it cannot send a token, the secret path in it is the credential",
                 "URL", *lines)
     else:
-        section("claude.ai custom connector (it cannot send a token: it needs a secret path)", "note",
+        section("claude.ai custom connector: it cannot send a token, it needs a secret path", "note",
                 f"# {agent_name} has no secret path yet: `{renew_secret}` issues one (its token keeps working); "
                 f"then run `{persmem_line('connect', agent_name)}` again, or put the printed path into "
                 f"{base}/SECRET-PATH/mcp.")
