@@ -88,16 +88,18 @@ class AgentAuthMiddleware:
         anonymous_agent: Callable[[], str | None],
         failures: AuthFailures,
         open_prefixes: tuple[str, ...] = ("/healthz",),
+        open_paths: tuple[str, ...] = (),
     ):
         self.app = app
         self.agents = agents
         self.security = TransportSecurityMiddleware(security)
         self.anonymous_agent = anonymous_agent
         self.open_prefixes = open_prefixes
+        self.open_paths = open_paths  # answered without credentials, matched exactly (`/`: a redirect to a page)
         self.failures = failures
 
     def _is_open(self, path: str) -> bool:
-        return any(path == p or path.startswith(p + "/") for p in self.open_prefixes)
+        return path in self.open_paths or any(path == p or path.startswith(p + "/") for p in self.open_prefixes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):

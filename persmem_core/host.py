@@ -43,6 +43,7 @@ class RouteSpec:
     prefix: str
     app: Any
     auth: str  # "agent": only authenticated agents; "none": the app checks for itself
+    title: str = ""  # a page for people (the dashboard): named in the startup line, and where / leads
 
 
 def _env_list(value: str | None) -> list[str]:
@@ -60,6 +61,7 @@ class Host:
         self.auth_failures = AuthFailures()  # every place that checks a credential counts its failures here
         self.state = PluginState()  # each plugin's service, put there by its startup (persmem_core.state)
         self.warnings: list[str] = []
+        self.serving_addresses: set[tuple[str, int]] = set()  # (host, port) this process listens on, once serving
         self._running = False  # startup succeeded and shutdown has not run yet
         self._raw_error: ConfigError | None = None
         try:
@@ -247,7 +249,7 @@ class _Collector:
                                     max_concurrent_per_agent=max_concurrent_per_agent)
         return fn
 
-    def _route(self, plugin: str, prefix: str, app: Any, auth: str = "agent"):
+    def _route(self, plugin: str, prefix: str, app: Any, auth: str = "agent", title: str = ""):
         if not prefix.startswith("/") or prefix == "/" or prefix.rstrip("/") in RESERVED_PREFIXES:
             raise UserError(f"plugin {plugin!r}: route prefix {prefix!r} must start with '/' and not be /mcp or /healthz")
         if auth not in ("agent", "none"):
@@ -255,5 +257,5 @@ class _Collector:
         prefix = prefix.rstrip("/")
         if prefix in self.store:
             raise PluginConflictError.between(f"route {prefix!r}", self.store[prefix].plugin, plugin)
-        self.store[prefix] = RouteSpec(plugin=plugin, prefix=prefix, app=app, auth=auth)
+        self.store[prefix] = RouteSpec(plugin=plugin, prefix=prefix, app=app, auth=auth, title=title)
         return app

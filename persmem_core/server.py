@@ -1,4 +1,4 @@
-"""Serving the host's tools over MCP: stdio and Streamable HTTP.
+"""Serving the host's tools over MCP Streamable HTTP (stdio sessions: `persmem_core.stdio_bridge`).
 
 The MCP endpoint is `/mcp` (and `/<secret>/mcp` for agents with a secret
 path); plugins mount their own HTTP apps beside it through `register_routes`;
@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from typing import Literal
 from urllib.parse import urlsplit
 
 from persmem_core import __version__
@@ -27,12 +26,14 @@ INSTRUCTIONS = (
 )
 
 
-def build_mcp_server(host: Host, *, transport: Literal["stdio", "http"], stdio_agent: str | None = None):
+def build_mcp_server(host: Host):
+    """The MCP server of every plugin's tools; the caller comes from each request (HTTP auth, or the agent a
+    stdio session forwards over the local socket)."""
     from mcp.server.mcpserver import MCPServer
 
     from persmem_core.tools import CallerResolver, CallLimits, build_tool
 
-    resolver, limits = CallerResolver(host, transport, stdio_agent), CallLimits()
+    resolver, limits = CallerResolver(host), CallLimits()
     tools = [build_tool(spec, resolver, limits) for spec in host.collect_tools()]
     return MCPServer("persmem", version=__version__, instructions=INSTRUCTIONS, tools=tools)
 
@@ -62,23 +63,27 @@ def check_bind_allowed(host: Host, bind_host: str) -> None:
         )
 
 
-def build_http_app(host: Host, *, bind_host: str):
-    """The ASGI app `persmem serve --transport http` runs (also used by tests and benchmarks)."""
+def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None):
+    """The ASGI app `persmem serve --transport http` runs (also used by tests and benchmarks). With
+    `local_socket` (a listening unix socket, `ownership.bind_private_socket`), the same tools are also served
+    there to local clients (stdio sessions), for as long as the app runs."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
+    from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, RedirectResponse, Response
     from starlette.routing import Mount, Route
 
     from persmem_core.auth import AgentAuthMiddleware
     from persmem_core.http_headers import SecurityHeadersMiddleware
+    from persmem_core.http_limits import JsonRpcBodyLimit
+    from persmem_core.local_server import LocalListener, OwnerCard, build_local_app
 
     server_cfg = host.config.server
     hosts, origins = allowed_hosts_and_origins(host, bind_host)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-    mcp_server = build_mcp_server(host, transport="http")
+    mcp_server = build_mcp_server(host)
     sessions = StreamableHTTPSessionManager(
         app=mcp_server._lowlevel_server,
         security_settings=security,
@@ -94,18 +99,38 @@ def build_http_app(host: Host, *, bind_host: str):
         return JSONResponse({"status": "ok"})
 
     route_specs = host.collect_routes()
-    routes = [Route("/mcp", endpoint=MCPEndpoint()), Route("/healthz", endpoint=healthz)]
+    pages = [spec for spec in route_specs if spec.title]
+
+    async def root(request):
+        """A browser that opens the server's address lands on its first page (the dashboard)."""
+        if pages:
+            return RedirectResponse(pages[0].prefix + "/", status_code=302)
+        return JSONResponse({"service": "persmem", "mcp": "/mcp"})
+
+    async def favicon(request):  # pages declare their own icon; this only spares browsers a 401
+        return Response(status_code=404)
+
+    routes = [Route("/mcp", endpoint=MCPEndpoint()), Route("/healthz", endpoint=healthz),
+              Route("/", endpoint=root), Route("/favicon.ico", endpoint=favicon)]
     routes += [Mount(spec.prefix, app=spec.app) for spec in route_specs]
 
     @contextlib.asynccontextmanager
     async def lifespan(app):  # the plugins were started before the port opened (serve_http)
+        import anyio
         import anyio.to_thread
 
-        async with sessions.run():
+        async with sessions.run(), anyio.create_task_group() as tg:
+            listener = None
+            if local_socket is not None:
+                local_app = build_local_app(host, mcp_server, card or OwnerCard(role="http"))
+                listener = LocalListener(local_app, local_socket)
+                await tg.start(listener.run)
             try:
                 yield
             finally:
-                await anyio.to_thread.run_sync(host.shutdown)  # here: uvicorn re-raises SIGTERM after the app
+                if listener is not None:
+                    await listener.stop()
+                await anyio.to_thread.run_sync(host.shutdown)
 
     anonymous_ok = (
         is_loopback(bind_host) and not server_cfg.public_url and not server_cfg.allowed_hosts
@@ -117,11 +142,11 @@ def build_http_app(host: Host, *, bind_host: str):
         return None
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    limited = RequestBodyLimitMiddleware(app, server_cfg.max_body_bytes)
+    limited = JsonRpcBodyLimit(app, server_cfg.max_body_bytes)
     open_prefixes = ("/healthz",) + tuple(spec.prefix for spec in route_specs if spec.auth == "none")
     authenticated = AgentAuthMiddleware(
         limited, agents=host.agents, security=security, anonymous_agent=anonymous_agent,
-        failures=host.auth_failures, open_prefixes=open_prefixes,
+        failures=host.auth_failures, open_prefixes=open_prefixes, open_paths=("/", "/favicon.ico"),
     )
     return SecurityHeadersMiddleware(authenticated)  # outermost: refusals and 404s get the headers too
 
@@ -131,6 +156,41 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for chatty in ("httpx2", "mcp.server.streamable_http"):  # a line per forwarded stdio message otherwise
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+
+
+def bind_port(bind_host: str, port: int):
+    """The listening TCP socket, opened before any plugin starts: a port in use is one clear line."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((bind_host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {bind_host}:{port}: {exc.strerror}. Another program uses that port: "
+                        "choose another with --port or [server] port.") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def startup_lines(host: Host, url: str, local: str) -> list[str]:
+    """What the operator needs to know once the server runs: where to connect, and who gets in."""
+    server_cfg = host.config.server
+    pages = ", ".join(f"{spec.title} {url}{spec.prefix}/" for spec in host.collect_routes() if spec.title)
+    lines = [f"persmem {__version__} serving MCP on {url}/mcp" + (f"; {pages}" if pages else "")
+             + f"; local clients (stdio, CLI) through {local}"]
+    if host.agents.has_credentials():
+        lines.append(f"auth: bearer token or secret path of one of {len(host.agents.names())} agent(s) "
+                     "(`persmem agent list`)")
+    else:
+        lines.append(f"auth: no agent has credentials yet, so loopback callers are served as agent "
+                     f"{server_cfg.default_agent!r}; `persmem agent add NAME` makes every client need a token")
+    return lines
 
 
 def serve_http(host: Host, *, bind_host: str, port: int) -> None:
@@ -138,41 +198,65 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     from persmem_core.http_deadlines import with_read_deadlines
+    from persmem_core.local_server import OwnerCard
+    from persmem_core.ownership import OwnerLock, bind_private_socket, socket_path
+    from persmem_core.takeover import take_home
 
     server_cfg = host.config.server
     check_bind_allowed(host, bind_host)
-    app = build_http_app(host, bind_host=bind_host)
-    log.info("persmem %s serving MCP on http://%s:%s/mcp", __version__, bind_host, port)
-    config = uvicorn.Config(
-        app,
-        host=bind_host,
-        port=port,
-        # uvicorn's protocol (httptools, else h11) with deadlines for headers and bodies (slowloris)
-        http=with_read_deadlines(
-            AutoHTTPProtocol,
-            header=server_cfg.header_timeout_seconds,
-            body_idle=server_cfg.body_idle_timeout_seconds,
-            body=server_cfg.body_timeout_seconds,
-        ),
-        log_level=server_cfg.log_level,
-        access_log=False,  # our middleware logs requests with secret paths redacted
-        lifespan="on",
-        server_header=False,
-        timeout_graceful_shutdown=3,  # open event streams (dashboard, /amq/events) must not hold a stop
-    )
-    host.startup()  # before the port opens: a plugin that cannot start stops the server with one clear line
+    lock = OwnerLock(host.home)
+    take_home(host, lock)  # this process owns the home from here on (or a clear line says who does)
     try:
-        uvicorn.Server(config).run()
+        tcp = bind_port(bind_host, port)
+        port = tcp.getsockname()[1]
+        shown = f"[{bind_host}]" if ":" in bind_host else bind_host
+        url = server_cfg.public_url.rstrip("/") or f"http://{shown}:{port}"
+        local = bind_private_socket(socket_path(host.home))
+        app = build_http_app(host, bind_host=bind_host, local_socket=local,
+                             card=OwnerCard(role="http", mcp_url=f"{url}/mcp"))
+        config = uvicorn.Config(
+            app,
+            # uvicorn's protocol (httptools, else h11) with deadlines for headers and bodies (slowloris)
+            http=with_read_deadlines(
+                AutoHTTPProtocol,
+                header=server_cfg.header_timeout_seconds,
+                body_idle=server_cfg.body_idle_timeout_seconds,
+                body=server_cfg.body_timeout_seconds,
+            ),
+            log_level=server_cfg.log_level,
+            access_log=False,  # our middleware logs requests with secret paths redacted
+            lifespan="on",
+            server_header=False,
+            timeout_graceful_shutdown=3,  # open event streams (dashboard, /amq/events) must not hold a stop
+        )
+        host.startup()  # before the port opens: a plugin that cannot start stops the server with one clear line
+        host.serving_addresses.add((bind_host, port))
+        for line in startup_lines(host, url, str(socket_path(host.home))):
+            log.info("%s", line)
+        try:
+            stopping_server(config).run(sockets=[tcp])
+        finally:
+            host.shutdown()  # if the lifespan never ran; otherwise it already did, and this is a no-op
+            socket_path(host.home).unlink(missing_ok=True)
     finally:
-        host.shutdown()  # if the lifespan never ran (the port was taken); otherwise it already did, and this is a no-op
+        lock.release()
 
 
-def serve_stdio(host: Host, *, agent: str) -> None:
-    import anyio
+def stopping_server(config):
+    """uvicorn's Server, except that SIGINT or SIGTERM is a clean stop (exit 0), not re-raised afterwards."""
+    import signal
 
-    mcp_server = build_mcp_server(host, transport="stdio", stdio_agent=agent)
-    host.startup()
-    try:
-        anyio.run(mcp_server.run_stdio_async)
-    finally:
-        host.shutdown()
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server(config)

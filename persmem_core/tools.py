@@ -27,7 +27,7 @@ import functools
 import inspect
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
@@ -35,7 +35,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import ValidationError
 
-from persmem_core.context import CallContext, agent_of_scope
+from persmem_core.context import CallContext, agent_of_scope, transport_of_scope
 from persmem_core.errors import UserError
 
 if TYPE_CHECKING:
@@ -134,30 +134,25 @@ class PersmemTool(Tool):
 
 
 class CallerResolver:
-    """Finds the calling agent for one MCP request. It knows which transport it serves: over stdio the agent
-    is the one the process was started for; over HTTP it is the one the auth middleware put in the request
-    (`context.agent_of_scope`), read through the SDK's public request context. An HTTP call that carries no
-    agent is refused, never served as a default agent."""
+    """Finds the calling agent for one MCP request: the one the auth middleware put in the request (HTTP:
+    a bearer token or secret path; the local socket: the agent a stdio session speaks for), read through the
+    SDK's public request context with `context.agent_of_scope`. A call that carries no agent is refused,
+    never served as a default agent."""
 
-    def __init__(self, host: Host, transport: Literal["stdio", "http"], stdio_agent: str | None = None):
-        if transport == "stdio" and not stdio_agent:
-            raise ValueError("stdio needs the agent it serves")
-        self.host, self.transport, self.stdio_agent = host, transport, stdio_agent
+    def __init__(self, host: Host):
+        self.host = host
 
     def __call__(self, mcp_context: Context) -> CallContext:
-        if self.transport == "stdio":
-            return CallContext(agent=self.stdio_agent, transport="stdio", host=self.host)
         try:
             request = mcp_context.request_context.request
         except ValueError:
             request = None
         agent = agent_of_scope(request.scope) if request is not None else None
         if not agent:
-            log.error("an HTTP tool call reached the tools without an agent; refused")
+            log.error("a tool call reached the tools without an agent; refused")
             raise ToolError("unauthenticated request: no agent identity came with this call; refused.")
-        return CallContext(
-            agent=agent, transport="http", host=self.host, session_id=request.headers.get("mcp-session-id")
-        )
+        return CallContext(agent=agent, transport=transport_of_scope(request.scope), host=self.host,
+                           session_id=request.headers.get("mcp-session-id"))
 
 
 def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimits) -> Tool:

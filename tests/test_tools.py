@@ -129,8 +129,8 @@ def test_startup_runs_before_serving_and_shutdown_on_stop(echo_server):
     assert log.read_text() == "startup\nshutdown\n"
 
 
-def test_an_http_call_without_an_agent_is_refused_never_the_default_agent(persmem_host):
-    """The HTTP resolver reads the agent the auth middleware put in the request; a call that reaches the tools
+def test_a_call_without_an_agent_is_refused_never_the_default_agent(persmem_host):
+    """The resolver reads the agent the auth middleware put in the request; a call that reaches the tools
     without one (an SDK change, a route that skipped the middleware) is an error, not the default agent."""
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
@@ -139,5 +139,4 @@ def test_an_http_call_without_an_agent_is_refused_never_the_default_agent(persme
 
     host = persmem_host()
     with pytest.raises(ToolError, match="unauthenticated request"):
-        CallerResolver(host, "http")(Context())
-    assert CallerResolver(host, "stdio", "kite")(Context()).agent == "kite"
+        CallerResolver(host)(Context())

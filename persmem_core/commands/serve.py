@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import click
 
-from persmem_core.agents import check_name
-from persmem_core.errors import UserError
-
 
 @click.command()
 @click.option("--transport", type=click.Choice(["http", "stdio"]), help="Default: [server] transport (http).")
@@ -27,26 +24,9 @@ def serve(transport: str | None, bind_host: str | None, port: int | None, agent:
         if info.error:
             click.echo(f"warning: plugin {info.name} not loaded: {info.error}", err=True)
     if (transport or cfg.transport) == "stdio":
-        server.serve_stdio(host, agent=stdio_agent(host, agent))
+        from persmem_core.local_server import served_agent
+        from persmem_core.stdio_bridge import serve_stdio
+
+        serve_stdio(host, agent=served_agent(host, agent))  # shares the home with every other client
     else:
         server.serve_http(host, bind_host=bind_host or cfg.host, port=cfg.port if port is None else port)
-
-
-def stdio_agent(host, agent: str | None) -> str:
-    """Whom stdio speaks for. `--agent` (or PERSMEM_AGENT) must name an agent that exists and is not
-    revoked: a typo must not invent a new identity, nor a revoked agent keep speaking. Without it,
-    [server] default_agent, which needs no registry entry (a fresh home has no agents)."""
-    default = host.config.server.default_agent
-    name = check_name(agent or default)
-    record = host.agents.agents().get(name)
-    if record is not None and record.revoked is not None:
-        raise UserError(
-            f"agent {name!r} was revoked ({record.revoked}); it cannot be served. "
-            f"`persmem agent add {name}` gives it new credentials, or choose another agent with --agent."
-        )
-    if record is None and name != default:
-        raise UserError(
-            f"no agent named {name!r}. Create it with `persmem agent add {name}`, pick one of "
-            f"`persmem agent list`, or leave out --agent to serve as {default!r}."
-        )
-    return name

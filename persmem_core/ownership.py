@@ -1,0 +1,117 @@
+"""Which process owns a persmem home, and where the others reach it.
+
+One process at a time serves a home: it holds the owner lock (`<home>/.owner.lock`, an flock the kernel
+drops when the process dies, however it dies) and listens on the home's local socket. Every other local
+client (stdio sessions of Claude Code or Codex, a second `persmem serve`) talks to the owner over that
+socket instead of opening the data itself: two processes never write one store.
+
+The socket is `<home>/persmem.sock`, mode 0600, so only the home's own user can connect (the same user can
+read the data folder directly anyway). A home whose path is too long for a unix socket name (108 bytes)
+gets its socket in a private runtime folder instead (`$XDG_RUNTIME_DIR`, else `/tmp/persmem-<uid>`, which
+must be ours and 0700), named by a hash of the home.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+
+from persmem_core.errors import UserError
+
+LOCK_NAME = ".owner.lock"
+SOCKET_NAME = "persmem.sock"
+MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes with the NUL; keep a margin
+
+
+def socket_path(home: Path) -> Path:
+    """Where the owner of `home` listens (the same answer in every process)."""
+    home = Path(os.path.abspath(home))
+    path = home / SOCKET_NAME
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(home)).hexdigest()[:20]
+    return _runtime_dir() / f"persmem-{digest}.sock"
+
+
+def _runtime_dir() -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(base) if base and os.path.isdir(base) else Path(f"/tmp/persmem-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise UserError(f"{folder} is not a private folder of this user (it must be ours and mode 0700); "
+                        "persmem will not put its socket there. Remove it, or use a shorter PERSMEM_HOME.")
+    return folder
+
+
+class OwnerLock:
+    """The home's owner lock. `acquire()` does not wait; `wait(timeout)` does."""
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self.path = self.home / LOCK_NAME
+        self._file = None
+
+    @property
+    def held(self) -> bool:
+        return self._file is not None
+
+    def acquire(self) -> bool:
+        """Take the lock if nobody holds it; True when this process now owns the home."""
+        if self._file is not None:
+            return True
+        self.home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._file = fd
+        return True
+
+    def wait(self, timeout: float) -> bool:
+        """Take the lock, waiting up to `timeout` seconds for its holder to let go."""
+        deadline = time.monotonic() + timeout
+        while not self.acquire():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            os.close(self._file)
+            self._file = None
+
+
+def bind_private_socket(path: Path) -> socket.socket:
+    """A listening unix socket at `path`, 0600 from the start (never a moment when others could connect).
+    Only the lock holder calls this, so a file already there is a dead owner's and is replaced."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)
+    try:
+        sock.bind(os.fspath(path))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot create the local socket {path}: {exc.strerror}. Check that the folder is "
+                        "yours and writable, or remove what is in the way.") from None
+    finally:
+        os.umask(previous)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock

@@ -1,0 +1,231 @@
+"""`persmem serve --transport stdio`: one MCP client's stdio session, served by the home's owner.
+
+Claude Code, Codex and Claude Desktop start one stdio server per session. Any number of them share one
+store: each stdio process carries its client's JSON-RPC messages, one line each, to the owner of the
+home over its local socket (`persmem_core.ownership`) as the agent it was started for, and writes the
+answers back. When nothing owns the home, the stdio process becomes the owner itself (it starts the
+plugins and listens on the socket) until its client leaves, or until `persmem serve` asks for the home
+(a handover). When the owner goes away (its session ended, the HTTP server restarted), the next message
+finds or becomes the new owner; a call that was running in the lost owner is answered with an error
+that says it may or may not have taken effect, never silently repeated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from persmem_core.errors import UserError
+from persmem_core.local_server import AGENT_HEADER, OWNER_PATH, LocalListener, OwnerCard, build_local_app
+from persmem_core.ownership import OwnerLock, bind_private_socket, socket_path
+
+if TYPE_CHECKING:
+    from persmem_core.host import Host
+
+log = logging.getLogger("persmem.stdio")
+
+OWNER_WAIT_SECONDS = 60.0  # how long a message waits for an owner that is starting (plugins loading)
+LOST_CALL = ("the persmem server stopped while answering this call (it was restarted or its session ended), "
+             "so the call may or may not have taken effect. Check (memory_search, amq_history...) before "
+             "calling again.")
+
+
+class Bridge:
+    """Carries one stdio client's messages to the owner, becoming the owner when there is none."""
+
+    def __init__(self, host: Host, agent: str):
+        self.host, self.agent = host, agent
+        self.lock = OwnerLock(host.home)
+        self.sock_path = socket_path(host.home)
+        self.protocol_version: str | None = None
+        self._owned: tuple[Host, LocalListener] | None = None
+        self._owner_change = anyio.Lock()
+        self._write = anyio.Lock()
+        self._tg = None
+
+    # -- the session ----------------------------------------------------
+    async def run(self) -> None:
+        import httpx2
+
+        transport = httpx2.AsyncHTTPTransport(uds=str(self.sock_path))
+        async with httpx2.AsyncClient(transport=transport, base_url="http://persmem.local", timeout=None) as http:
+            self.http = http
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await self.ensure_owner()
+                with anyio.CancelScope() as reading:
+                    tg.start_soon(self._stop_on_signal, reading)
+                    async with anyio.create_task_group() as calls:
+                        async for line in _stdin_lines():
+                            if line.strip():
+                                calls.start_soon(self.forward, line)
+                # The client left (or a signal came) and every answer is written: let go of the home, if ours.
+                with anyio.CancelScope(shield=True):
+                    await self.release_home()
+                tg.cancel_scope.cancel()
+
+    async def _stop_on_signal(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                scope.cancel()
+                return
+
+    async def forward(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            await self._reply({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error: "
+                               "each line on stdin must be one JSON-RPC message"}})
+            return
+        if not isinstance(message, dict) or "method" not in message:
+            return  # an answer to a server request: persmem's tools make none
+        request_id = message.get("id")
+        is_request = "id" in message
+        headers = {AGENT_HEADER: self.agent, "content-type": "application/json",
+                   "accept": "application/json, text/event-stream"}
+        if self.protocol_version and message["method"] != "initialize":
+            headers["mcp-protocol-version"] = self.protocol_version
+        try:
+            response = await self._post(line, headers)
+        except UserError as exc:
+            if is_request:
+                await self._reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": str(exc)}})
+            return
+        if not is_request:
+            return
+        try:
+            answer = json.loads(response.content)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or ("result" not in answer and "error" not in answer):
+            answer = {"jsonrpc": "2.0", "id": request_id, "error": {
+                "code": -32603, "message": f"the persmem server answered HTTP {response.status_code} without a "
+                                           "JSON-RPC answer; its log says why."}}
+        answer["id"] = request_id
+        if message["method"] == "initialize" and isinstance(answer.get("result"), dict):
+            self.protocol_version = answer["result"].get("protocolVersion")
+        await self._reply(answer)
+
+    async def _post(self, body: bytes, headers: dict[str, str]):
+        import httpx2
+
+        for _ in range(3):
+            try:
+                return await self.http.post("/mcp", content=body, headers=headers)
+            except httpx2.ConnectError:  # nobody listening: the message never left, so it is safe to send again
+                await self.ensure_owner()
+            except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
+                log.warning("the owner went away during a call: %s", exc)
+                raise UserError(LOST_CALL) from None
+        raise UserError("could not reach the persmem server that owns this home; its log says why.")
+
+    async def _reply(self, answer: dict) -> None:
+        data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        async with self._write:
+            await anyio.to_thread.run_sync(_write_stdout, data)
+
+    # -- the owner ------------------------------------------------------
+    async def ensure_owner(self) -> None:
+        """Return once an owner answers on the socket: the running one, or this process."""
+        async with self._owner_change:
+            deadline = time.monotonic() + OWNER_WAIT_SECONDS
+            while not await self._owner_answers():
+                if self.lock.acquire():
+                    await self.own_home()
+                    return
+                if time.monotonic() > deadline:
+                    raise UserError(f"another persmem process holds {self.host.home} but does not answer on "
+                                    f"{self.sock_path} after {OWNER_WAIT_SECONDS:.0f}s; its log says why.")
+                await anyio.sleep(0.1)
+
+    async def _owner_answers(self) -> bool:
+        import httpx2
+
+        try:
+            return (await self.http.get(OWNER_PATH, timeout=5.0)).status_code == 200
+        except httpx2.HTTPError:
+            return False
+
+    async def own_home(self) -> None:
+        """Start the plugins here and serve the home on its socket (this process holds the lock)."""
+        from persmem_core.host import Host
+        from persmem_core.server import build_mcp_server
+
+        host = Host(environ=self.host.environ, config_file=self.host.config_path)
+        try:
+            await anyio.to_thread.run_sync(host.startup)
+            sock = bind_private_socket(self.sock_path)
+        except BaseException:
+            await anyio.to_thread.run_sync(host.shutdown)
+            self.lock.release()
+            raise
+        app = build_local_app(host, build_mcp_server(host), OwnerCard(role="stdio"), handover=self._hand_over)
+        listener = LocalListener(app, sock)
+        self._owned = (host, listener)
+        await self._tg.start(listener.run)
+        log.info("this stdio session owns %s and serves it on %s", self.host.home, self.sock_path)
+
+    async def _hand_over(self) -> None:
+        """`persmem serve` asks for the home: let go once the handover request itself has been answered."""
+        self._tg.start_soon(self.release_home)
+
+    async def release_home(self) -> None:
+        if self._owned is None:
+            return
+        host, listener = self._owned
+        self._owned = None
+        await listener.stop()  # running calls finish first
+        self.sock_path.unlink(missing_ok=True)  # still ours: the lock is held until the last line
+        await anyio.to_thread.run_sync(host.shutdown)
+        self.lock.release()
+        log.info("this stdio session no longer owns %s", self.host.home)
+
+
+async def _stdin_lines():
+    """stdin's lines, read by a daemon thread: a signal can stop the session while a read is waiting (a
+    worker thread of anyio's would hold the process open until the client writes again)."""
+    send, receive = anyio.create_memory_object_stream[bytes](16)
+    token = anyio.lowlevel.current_token()
+
+    def read() -> None:
+        try:
+            for line in sys.stdin.buffer:
+                anyio.from_thread.run(send.send, line, token=token)
+        except Exception:  # noqa: BLE001 - the loop is gone (the session is over) or stdin broke: both end it
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run_sync(send.close, token=token)
+
+    threading.Thread(target=read, name="persmem-stdin", daemon=True).start()
+    async with receive:
+        async for line in receive:
+            yield line
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def serve_stdio(host: Host, *, agent: str) -> None:
+    try:
+        anyio.run(Bridge(host, agent).run)
+    except BaseExceptionGroup as group:  # task groups wrap what failed; a UserError is still one clear line
+        errors = group.subgroup(UserError)
+        while isinstance(errors, BaseExceptionGroup) and len(errors.exceptions) == 1:
+            errors = errors.exceptions[0]
+        if isinstance(errors, UserError):
+            raise errors from None
+        raise

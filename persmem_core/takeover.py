@@ -1,0 +1,62 @@
+"""`persmem serve` taking a home: at once when nobody owns it, from a stdio session by handover, and never
+from another `persmem serve` (that is a mistake the operator hears about in one line, naming the running one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from persmem_core.errors import UserError
+from persmem_core.local_server import HANDOVER_PATH, OWNER_PATH, OwnerCard, read_card
+from persmem_core.ownership import OwnerLock, socket_path
+
+if TYPE_CHECKING:
+    from persmem_core.host import Host
+
+HANDOVER_SECONDS = 30.0  # a stdio owner finishes its running calls and stops its plugins within this
+ATTEMPTS = 3  # a stdio session may take the home again between the handover and our lock
+
+
+def take_home(host: Host, lock: OwnerLock) -> None:
+    """Hold `lock` on return, or raise a UserError that names the process serving the home."""
+    for _ in range(ATTEMPTS):
+        if lock.acquire():
+            return
+        card = owner_card(host)
+        if card is None:  # starting or stopping: give it a moment
+            if lock.wait(5.0):
+                return
+            raise UserError(f"another persmem process holds {host.home} ({lock.path}) but does not answer on "
+                            f"{socket_path(host.home)}. Wait for it to finish starting or stopping, or stop it.")
+        if card.role != "stdio":
+            raise UserError(
+                f"persmem is already serving {host.home}: pid {card.pid}, MCP at {card.mcp_url or '(no URL)'}, "
+                f"running since {card.started}. Use that one (every client can connect to it), or stop it first "
+                f"(`kill {card.pid}`, or `systemctl --user stop persmem` if it runs as a service).")
+        _request_handover(host)
+        if lock.wait(HANDOVER_SECONDS):
+            return
+    raise UserError(f"could not take {host.home} from the stdio sessions using it; try again, or close them.")
+
+
+def owner_card(host: Host) -> OwnerCard | None:
+    import httpx2
+
+    try:
+        with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(host.home))),
+                           base_url="http://persmem.local", timeout=5.0) as http:
+            response = http.get(OWNER_PATH)
+    except httpx2.HTTPError:
+        return None
+    return read_card(response.content) if response.status_code == 200 else None
+
+
+def _request_handover(host: Host) -> None:
+    import httpx2
+
+    try:
+        with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(host.home))),
+                           base_url="http://persmem.local", timeout=HANDOVER_SECONDS) as http:
+            http.post(HANDOVER_PATH)
+    except httpx2.HTTPError:
+        pass  # it went away by itself: the lock tells
