@@ -21,7 +21,8 @@ def register_routes(register, host):
         return
     from .app import build_dashboard
 
-    register(cfg.prefix, build_dashboard(host, cfg.prefix), auth="none")  # the dashboard checks its own login
+    # auth "none": the dashboard checks its own login; the title makes it where a browser opening / lands
+    register(cfg.prefix, build_dashboard(host, cfg.prefix), auth="none", title="dashboard")
 
 
 @hookimpl
