@@ -28,7 +28,7 @@ from .log import LOG_NAME, RecordLog, decode_frame, write_failed
 from .permissions import check_change
 from .query import Filters
 from .ranking import rank
-from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, new_id
+from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, new_id, summarize
 from .replay import (INDEX_NAME, check_model, load_index, matrix, rebuild_index, record_model, reembed_all,
                      replay_log)
 from .rows import Rows
@@ -174,30 +174,20 @@ class Collection:
 
     def stats(self, project: str | None = None) -> dict:
         with self.lock.gen_rlock():
-            memories = [m for m in self.memories.values() if project is None or m.project == project]
-            projects, types, tags, authors = {}, {}, {}, {}
-            for m in memories:
-                projects[m.project] = projects.get(m.project, 0) + 1
-                types[m.type] = types.get(m.type, 0) + 1
-                authors[m.author] = authors.get(m.author, 0) + 1
-                for tag in m.tags:
-                    tags[tag] = tags.get(tag, 0) + 1
-            sizes = [m.chars for m in memories]
-            return {
-                "collection": self.name,
-                "count": len(memories),
-                "projects": projects,
-                "types": types,
-                "authors": authors,
-                "tags": dict(sorted(tags.items(), key=lambda kv: -kv[1])[:50]),
-                "unique_tags": len(tags),
-                "average_chars": round(sum(sizes) / len(sizes), 1) if sizes else 0,
-                "oldest": min((m.created for m in memories), default=None),
-                "newest": max((m.created for m in memories), default=None),
-                "chunks": sum(m.n_labels for m in memories),
-                "log_bytes": self.log.size,
-                "embedding_model": self.embedder.model_id,
-            }
+            counts = summarize(m for m in self.memories.values() if project is None or m.project == project)
+            return {"collection": self.name, **counts, "log_bytes": self.log.size,
+                    "embedding_model": self.embedder.model_id}
+
+    def names_in_use(self) -> dict[str, set[str]]:
+        """The projects, types, authors and tags the live memories use (for "did you mean" hints)."""
+        with self.lock.gen_rlock():
+            used = {"project": set(), "memory_type": set(), "author": set(), "tag": set()}
+            for m in self.memories.values():
+                used["project"].add(m.project)
+                used["memory_type"].add(m.type)
+                used["author"].add(m.author)
+                used["tag"].update(m.tags)
+            return used
 
     # -- writing ------------------------------------------------------------
     def store(self, items: list[NewMemory], *, author: str, dedup: bool = True) -> list[dict]:

@@ -30,6 +30,21 @@ class MemoryConfig(ConfigSection):
         int, Meta(ge=0, description="Filtered searches matching at most this many chunks are exact (brute force).")
     ] = 16384
     max_content_chars: Annotated[int, Meta(ge=100, description="Longest memory accepted, in characters.")] = 200_000
+    search_reply_chars: Annotated[
+        int, Meta(ge=2000, le=1_000_000,
+                  description="Longest memory_search reply, in characters: fewer and shorter results are sent "
+                              "rather than a longer reply (the reply says when results were left out).")
+    ] = 10_000
+    search_passage_chars: Annotated[
+        int, Meta(ge=200, description="Longest part of one memory a search result shows: a longer memory is shown "
+                                      "by its best matching passage, marked truncated (memory_get gives the whole).")
+    ] = 1500
+    search_min_relative_score: Annotated[
+        float, Meta(ge=0.0, le=1.0,
+                    description="Search results far weaker than the best one are left out: those below this "
+                                "fraction of the best result's score and of its keyword (BM25) score, and below "
+                                "(1 + this) / 2 of its similarity in meaning. 0 keeps all top_k.")
+    ] = 0.2
     editors: Annotated[
         dict[str, list[str]],
         Meta(description='Agents that may update and delete memories written by others: {operator = ["*"], '

@@ -4,6 +4,7 @@ the same things with the same messages."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -68,6 +69,26 @@ def parse_when(value: str | None, what: str, *, through_day: bool = False) -> fl
 
 def parse_filters(*, project: str | None = None, memory_type: str | None = None, author: str | None = None,
                   tags: str | list[str] | None = None, since: str | None = None, until: str | None = None) -> Filters:
-    """Filters from a caller's values, as memory_search names them ("" or None: no filter on that)."""
-    return Filters(project=project or None, type=memory_type or None, author=author or None, tags=parse_tags(tags),
-                   since=parse_when(since, "since"), until=parse_when(until, "until", through_day=True))
+    """Filters from a caller's values, as memory_search names them ("" or None: no filter on that). A range that
+    can match nothing (since after until) is refused rather than answered with a silent empty list."""
+    filters = Filters(project=project or None, type=memory_type or None, author=author or None, tags=parse_tags(tags),
+                      since=parse_when(since, "since"), until=parse_when(until, "until", through_day=True))
+    if filters.since is not None and filters.until is not None and filters.since > filters.until:
+        raise UserError(f"since ({since}) is after until ({until}), so nothing can match; swap them, or drop one "
+                        "to leave that side of the range open.")
+    return filters
+
+
+def did_you_mean(what: str, value: str, existing) -> str:
+    """A hint for a `what` (project, collection, ...) named `value` that does not exist: the closest existing
+    names, or the list of them when few and none is close."""
+    names = sorted(set(existing))
+    if not names:
+        return f"no {what} {value!r}: there is none yet."
+    close = difflib.get_close_matches(value, names, n=3, cutoff=0.6)
+    close += [n for n in names if n.casefold() == value.casefold() and n not in close]  # a case slip
+    if close:
+        return f"no {what} {value!r}; did you mean {' or '.join(repr(n) for n in close)}?"
+    if len(names) <= 10:
+        return f"no {what} {value!r}; the existing ones are {', '.join(repr(n) for n in names)}."
+    return f"no {what} {value!r} (and none with a close name among the {len(names)} there are)."

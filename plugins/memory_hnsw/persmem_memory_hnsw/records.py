@@ -6,6 +6,7 @@ import hashlib
 import re
 import secrets
 import time
+from datetime import datetime, timezone
 
 import msgspec
 
@@ -81,6 +82,35 @@ def head_of(memory: Memory, strings: dict[str, str]) -> Head:
                 n_labels=len(labels), dedup_key=dedup_key(memory.project, memory.author, memory.content_hash))
 
 
+def summarize(heads) -> dict:
+    """Counts over memories' heads, as memory_stats and `persmem memory stats` show them (oldest and newest as
+    timestamps: each caller formats them)."""
+    projects, types, tags, authors = {}, {}, {}, {}
+    sizes, oldest, newest, chunks = [], None, None, 0
+    for m in heads:
+        projects[m.project] = projects.get(m.project, 0) + 1
+        types[m.type] = types.get(m.type, 0) + 1
+        authors[m.author] = authors.get(m.author, 0) + 1
+        for tag in m.tags:
+            tags[tag] = tags.get(tag, 0) + 1
+        sizes.append(m.chars)
+        oldest = m.created if oldest is None else min(oldest, m.created)
+        newest = m.created if newest is None else max(newest, m.created)
+        chunks += m.n_labels
+    return {
+        "count": len(sizes),
+        "projects": projects,
+        "types": types,
+        "authors": authors,
+        "tags": dict(sorted(tags.items(), key=lambda kv: -kv[1])[:50]),
+        "unique_tags": len(tags),
+        "average_chars": round(sum(sizes) / len(sizes), 1) if sizes else 0,
+        "oldest": oldest,
+        "newest": newest,
+        "chunks": chunks,
+    }
+
+
 def dedup_key(project: str, author: str, digest: str) -> int:
     """Duplicates are looked for among one author's memories only: answering "duplicate" with another agent's
     memory would hand the caller a memory it cannot change and its author can rewrite."""
@@ -128,7 +158,6 @@ def public(memory: Memory) -> dict:
         "updated": iso(memory.updated),
         "version": memory.version,
         "editor": made_by(memory.version, memory.editor, memory.author),
-        "content_hash": memory.content_hash,
     }
 
 
@@ -146,4 +175,18 @@ def made_by(version: int, editor: str, author: str) -> str | None:
 
 
 def iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z"
+    """A timestamp as ISO 8601 UTC with milliseconds, as every tool and CLI command shows times."""
+    ms = round(ts * 1000)  # rounded, so a time read back from this text shows the same text again
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def iso_exact(ts: float) -> str:
+    """A timestamp as ISO 8601 UTC with microseconds (exports: an import restores the time as it was)."""
+    us = round(ts * 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(us // 1_000_000)) + f".{us % 1_000_000:06d}Z"
+
+
+def parse_iso(text: str) -> float:
+    """The timestamp of an ISO 8601 time (UTC unless it says otherwise); ValueError if it is not one."""
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()

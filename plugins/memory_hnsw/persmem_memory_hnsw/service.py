@@ -20,7 +20,7 @@ from pathlib import Path
 
 from persmem_core import UserError
 
-from .collection import Collection
+from .collection import Collection, Hit
 from .config import MemoryConfig
 from .log import write_failed
 from .query import Filters
@@ -29,6 +29,23 @@ from .records import public
 NAME = "memory_hnsw"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "memory"  # $PERSMEM_HOME/memory
 COLLECTION_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class StoreInUse(UserError):
+    """Another process (a server, usually) holds the store's owner lock; `owner_pid` is its pid, if known."""
+
+    def __init__(self, message: str, owner_pid: int | None):
+        super().__init__(message)
+        self.owner_pid = owner_pid
+
+
+def collection_folders(folder: Path) -> list[Path]:
+    """The collections of a memory folder: its subfolders with a collection's name. The embedder's `.models`
+    cache (and any other dot-folder) is not a collection; doctor, stats and backups count only these."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return [path for path in sorted(folder.iterdir()) if path.is_dir() and COLLECTION_RE.match(path.name)]
 
 
 def make_embedder(host):
@@ -117,11 +134,14 @@ class MemoryService:
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            self._lock_file.seek(0)
+            owner = self._lock_file.read().strip()
             self._lock_file.close()
             self._lock_file = None
-            raise UserError(
+            raise StoreInUse(
                 f"{self.folder} is in use by another persmem process. Stop it, or connect to that server over "
-                "HTTP instead of starting a second one (two processes must never write one memory store)."
+                "HTTP instead of starting a second one (two processes must never write one memory store).",
+                owner_pid=int(owner) if owner.isdigit() else None,
             ) from None
         self._lock_file.truncate(0)
         self._lock_file.write(str(os.getpid()))
@@ -144,7 +164,7 @@ class MemoryService:
             col.close()
 
     def _collection_folders(self) -> list[Path]:
-        return [path for path in sorted(self.folder.iterdir()) if path.is_dir() and COLLECTION_RE.match(path.name)]
+        return collection_folders(self.folder)
 
     def stop(self) -> None:
         if self._loader is not None:
@@ -177,14 +197,19 @@ class MemoryService:
     def collections(self) -> dict[str, Collection]:
         return dict(self._collections)
 
+    def search_hits(self, collection: str, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
+                    recency_weight: float = 0.0) -> list[Hit]:
+        """The `top_k` best memories for `query`, best first, with their scores (replies.py shapes them)."""
+        return self.collection(collection, create=False).search(query, top_k=top_k, filters=filters, mode=mode,
+                                                                recency_weight=recency_weight)
+
     def search(self, collection: str, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
                recency_weight: float = 0.0) -> list[dict]:
-        """memory_search's results, best first: each memory as the tools show it, with its fused `score` and
-        the `distance` of its best chunk (1 - cosine; None when only BM25 found it)."""
-        hits = self.collection(collection, create=False).search(query, top_k=top_k, filters=filters, mode=mode,
-                                                                recency_weight=recency_weight)
+        """The dashboard's search results, best first: each memory whole, as memory_get shows it, with its fused
+        `score` and the `distance` of its best chunk (1 - cosine; None when only BM25 found it)."""
         results = []
-        for hit in hits:
+        for hit in self.search_hits(collection, query, top_k=top_k, filters=filters, mode=mode,
+                                    recency_weight=recency_weight):
             item = public(hit.memory)
             item["score"] = round(hit.score, 4)
             item["distance"] = None if hit.dense is None else round(1.0 - hit.dense, 4)

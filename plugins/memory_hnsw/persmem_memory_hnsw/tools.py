@@ -15,11 +15,13 @@ from persmem_core import CallContext, UserError
 from .collection import NewMemory
 from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
 from .permissions import BOOTSTRAP_TYPES, check_bootstrap_owner, pinned_for
-from .query import parse_filters, parse_label, parse_tags
+from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags
 from .records import iso, new_id, public, public_version
+from .replies import memory_list, search_reply
 from .service import MemoryService, service
 
 MAX_TOP_K = 20
+SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
 
 
 def _service(call: CallContext) -> MemoryService:
@@ -122,18 +124,25 @@ def memory_search(
     until: str | None = None,
     recency_weight: float = 0.0,
     mode: str = "hybrid",
+    verbose: bool = False,
     call: CallContext = None,
 ) -> dict:
     """Find memories by meaning and by words (hybrid semantic + BM25 search), best first.
 
-    - query: what you are looking for, in natural language or keywords.
-    - top_k: how many results (1-20).
-    - project, memory_type, author: exact filters; tags: comma-separated, any may match.
+    - query: what you are looking for, in natural language or keywords (the first 4000 characters are searched).
+    - top_k: at most how many results (1-20). Results far weaker than the best one are left out, and the reply
+      is kept to about 10,000 characters, so you may get fewer (the reply's `note` says when some were left out).
+    - project, memory_type, author: exact filters; tags: comma-separated, any may match. A name that does not
+      exist gets an empty result with a `hint` naming the closest existing ones.
     - since / until: ISO dates or times (2026-11-01, 2026-11-01T09:30:00Z) bounding when the memory was stored;
-      a date alone as until includes that whole day.
+      a date alone as until includes that whole day. since after until is refused.
     - recency_weight: 0 (default) ignores age; up to 1 favours recent memories.
     - mode: "hybrid" (default), "dense" (meaning only) or "lexical" (words only).
-    Each result has id, content, score, project, type, tags, author, created, updated, version.
+    - verbose: also return internals (content_hash, distance, lexical_score, editor, timings); rarely useful.
+    Returns {"query" (cut when long), "collection", "count", "results", "note"?, "hint"?}. Each result has id,
+    score (1 = the best match), content, project, type, tags, author, created, updated, version. A long memory's
+    content is its best matching passage, with truncated=true, full_chars and shown_chars (start, end);
+    memory_get(memory_id) returns the whole memory.
     """
     if not isinstance(query, str) or not query.strip():
         raise UserError("query is empty; describe what to look for.")
@@ -146,13 +155,34 @@ def memory_search(
     filters = parse_filters(project=project, memory_type=memory_type, author=author, tags=tags, since=since,
                             until=until)
     memories = _service(call)
-    if collection not in memories.collections():
-        return {"query": query, "count": 0, "results": []}
+    config = call.host.section("memory")
+    collections = memories.collections()
+    if collection not in collections:
+        reply = search_reply(query, collection, [], config, searched_chars=SEARCHED_QUERY_CHARS)
+        return {**reply, "hint": did_you_mean("collection", collection, collections)}
     start = time.perf_counter()
-    results = memories.search(collection, query[:4000], top_k=top_k, filters=filters, mode=mode,
-                              recency_weight=recency_weight)
-    return {"query": query, "count": len(results), "results": results,
-            "took_ms": round((time.perf_counter() - start) * 1000, 2)}
+    hits = memories.search_hits(collection, query[:SEARCHED_QUERY_CHARS], top_k=top_k, filters=filters, mode=mode,
+                                recency_weight=recency_weight)
+    took_ms = round((time.perf_counter() - start) * 1000, 2)
+    reply = search_reply(query, collection, hits, config, searched_chars=SEARCHED_QUERY_CHARS, verbose=verbose,
+                         took_ms=took_ms)
+    if not hits and filters.active():
+        hint = _unknown_names_hint(collections[collection], filters)
+        if hint:
+            reply["hint"] = hint
+    return reply
+
+
+def _unknown_names_hint(col, filters: Filters) -> str | None:
+    """Why a filtered search or count found nothing, when a filter names what no memory uses: the closest
+    existing names. None when every name exists (nothing matched them all together)."""
+    used = col.names_in_use()
+    hints = [did_you_mean(what, value, used[what])
+             for what, value in (("project", filters.project), ("memory_type", filters.type),
+                                 ("author", filters.author)) if value and value not in used[what]]
+    if filters.tags and not any(tag in used["tag"] for tag in filters.tags):
+        hints += [did_you_mean("tag", tag, used["tag"]) for tag in filters.tags[:3]]
+    return " ".join(hints) or None
 
 
 def memory_get(memory_id: str, collection: str = "memories", include_history: bool = False,
@@ -193,13 +223,20 @@ def memory_delete(memory_id: str, collection: str = "memories", call: CallContex
 
 
 def memory_stats(collection: str = "memories", project: str | None = None, call: CallContext = None) -> dict:
-    """Counts for a collection: memories, projects, types, authors, tag distribution, sizes, oldest/newest."""
+    """Counts for a collection (or one project of it): memories, projects, types, authors, tag distribution,
+    sizes, oldest/newest. A collection or project that does not exist gives count 0 and a `hint` naming the
+    closest existing ones."""
     memories = _service(call)
-    if collection not in memories.collections():
-        return {"collection": collection, "count": 0, "projects": {}, "types": {}, "tags": {}}
-    stats = memories.collection(collection).stats(project)
+    collections = memories.collections()
+    if collection not in collections:
+        return {"collection": collection, "count": 0, "projects": {}, "types": {}, "tags": {},
+                "hint": did_you_mean("collection", collection, collections)}
+    col = collections[collection]
+    stats = col.stats(project)
     for key in ("oldest", "newest"):
         stats[key] = iso(stats[key]) if stats[key] else None
+    if project and not stats["count"]:
+        stats["hint"] = did_you_mean("project", project, col.names_in_use()["project"])
     return stats
 
 
@@ -213,21 +250,34 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     """Call once at the start of a session: returns your pinned identity and directive entries, your unread
     messages (from the mail plugin, if installed) and the last 3 handoff memories of `project`.
     Pinned are only the identity and directive entries you wrote (bootstrap_update); never another agent's.
-    `agent` may be left empty: you are the calling agent (a different name is refused)."""
+    `agent` may be left empty: you are the calling agent (a different name is refused).
+    A long handoff (or pinned entry) shows its start, marked truncated with full_chars; memory_get gives the whole.
+    A project nobody has used yet gets a `hint` naming the closest existing ones."""
     if agent and agent != call.agent:
         raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {agent!r}'s session.")
     me = call.agent
+    config = call.host.section("memory")
     col = _service(call).collection("memories")
     pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(me, m))
     handoffs = col.recent(types={"handoff"}, project=project, limit=3)
     inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
-    return {
+    pinned = sorted(pinned, key=lambda m: (m.type, m.created))
+    # Pinned entries are the agent's own voice: whole when they fit in half the reply budget together.
+    pinned_width = max(config.search_passage_chars, config.search_reply_chars // 2 // max(1, len(pinned)))
+    reply = {
         "agent": me,
         "project": project,
-        "pinned": [public(m) for m in sorted(pinned, key=lambda m: (m.type, m.created))],
-        "handoffs": [public(m) for m in handoffs],
+        "pinned": memory_list(pinned, pinned_width),
+        "handoffs": memory_list(handoffs, config.search_passage_chars),
         "inbox": inbox[0] if inbox else {"available": False, "note": "no mail plugin installed"},
     }
+    if any(item.get("truncated") for item in (*reply["pinned"], *reply["handoffs"])):
+        reply["note"] = "Entries marked truncated show their start only; memory_get(memory_id) returns the whole."
+    if not handoffs:
+        projects = col.names_in_use()["project"]
+        if projects and project not in projects:
+            reply["hint"] = did_you_mean("project", project, projects)
+    return reply
 
 
 def _free_id(col, base: str, agent: str) -> str:
@@ -240,7 +290,7 @@ def _free_id(col, base: str, agent: str) -> str:
 
 
 def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: str = "identity",
-                     project: str = "triad", call: CallContext = None) -> dict:
+                     project: str = "general", call: CallContext = None) -> dict:
     """Create or overwrite one of your bootstrap entries (identity, directive, ...) that chorus_init returns to
     you. `entry_id` is a stable name of your choosing, e.g. "kite-identity"; overwriting keeps the old version.
     An entry_id another agent already uses is refused (pick another)."""
