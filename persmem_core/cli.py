@@ -38,7 +38,7 @@ def cli(ctx: click.Context) -> None:
 
 
 def _add_builtin_commands() -> None:
-    from persmem_core.commands import agent, backup, config, connect, doctor, plugin_new, plugins, serve
+    from persmem_core.commands import agent, backup, config, connect, doctor, plugin_new, plugins, restore, serve
 
     for command in (
         serve.serve,
@@ -48,6 +48,7 @@ def _add_builtin_commands() -> None:
         agent.agent,
         connect.connect,
         backup.backup,
+        restore.restore,
         plugin_new.plugin,
     ):
         cli.add_command(command)

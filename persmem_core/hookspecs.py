@@ -68,3 +68,9 @@ def doctor(host):
 @hookspec
 def backup(host, dest):
     """Write a consistent copy of this plugin's data under `dest` (a pathlib.Path, one folder per plugin)."""
+
+
+@hookspec
+def restore(host, src):
+    """Put back what your `backup` wrote into `src` (a pathlib.Path) in a fresh home; raise UserError, writing
+    nothing, when your data folder already holds data or is in use."""

@@ -3,7 +3,8 @@
 Message files never change once delivered; they only move from new/ to cur/. A file that moves while we
 copy is looked for in the other folder, so each message is copied once, to where it was last seen.
 A backup holds everyone's mail, so it is the owner's alone whatever the modes of the originals: folders
-0700 and files 0600 from creation (a copy keeps the message's times, never its mode).
+0700 and files 0600 from creation (a copy keeps the message's times, never its mode). `restore_mail` puts a
+backup back into an empty mail root, for `persmem restore`.
 """
 
 from __future__ import annotations
@@ -50,3 +51,27 @@ def _copy_private(source: Path, target: Path) -> None:
             shutil.copyfileobj(src, dst)
         st = os.fstat(src.fileno())
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def restore_mail(root: Path, src: Path) -> list[str]:
+    """Put a backup's mailboxes into an empty mail root, each message where the backup saw it last (new/ unread,
+    cur/ read), times kept, private from creation. Returns the mailboxes restored."""
+    from persmem_core import UserError
+
+    if root.exists() and any(root.iterdir()):
+        raise UserError(f"the mail root {root} already holds mail or other files; restore only into an empty one "
+                        "(move it aside, or point [amq] root or PERSMEM_HOME to a new folder).")
+    agents = sorted(name for name in os.listdir(src) if NAME_RE.match(name) and (src / name / "inbox").is_dir())
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for agent in agents:
+        inbox = root / agent / "inbox"
+        for folder in (root / agent, inbox, inbox / "tmp", inbox / "new", inbox / "cur"):
+            folder.mkdir(mode=0o700)
+        for sub in ("new", "cur"):
+            if not (src / agent / "inbox" / sub).is_dir():
+                continue
+            for name in sorted(os.listdir(src / agent / "inbox" / sub)):
+                source = src / agent / "inbox" / sub / name
+                if name.endswith(SUFFIX) and source.is_file() and not source.is_symlink():
+                    _copy_private(source, inbox / sub / name)
+    return agents  # made durable by `persmem restore`, once for everything it wrote

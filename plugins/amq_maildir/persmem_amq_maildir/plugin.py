@@ -1,5 +1,5 @@
-"""The AMQ plugin's hooks: config, tools, the /amq HTTP endpoint, CLI, lifecycle, doctor, backup, and the
-answer to the memory plugin's `inbox_summary` question (a hook, not an import). The mail store itself is
+"""The AMQ plugin's hooks: config, tools, the /amq HTTP endpoint, CLI, lifecycle, doctor, backup and restore,
+and the answer to the memory plugin's `inbox_summary` question (a hook, not an import). The mail store itself is
 the service (service.py), kept in `host.state` from startup to shutdown."""
 
 from __future__ import annotations
@@ -100,3 +100,12 @@ def backup(host, dest):
     from .service import mail_root
 
     backup_mail(mail_root(host), dest)
+
+
+@hookimpl
+def restore(host, src):
+    """Put every mailbox's messages back into an empty mail root (refused when it holds anything)."""
+    from .backup import restore_mail
+    from .service import mail_root
+
+    restore_mail(mail_root(host), src)

@@ -1,4 +1,4 @@
-"""The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup, and the hooks it adds.
+"""The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup and restore, and the hooks it adds.
 
 Hook implementations only; the service (service.py) holds the plugin's state, in `host.state`. Nothing heavy
 is imported here: numpy, onnxruntime and hnswlib load when a hook needs them.
@@ -102,3 +102,13 @@ def backup(host, dest):
     from .service import DATA_FOLDER
 
     backup_memory(host.home / DATA_FOLDER, dest)
+
+
+@hookimpl
+def restore(host, src):
+    """Put the collections' logs back, under the store's owner lock; the index is rebuilt on first open."""
+    from .backup import restore_memory
+    from .service import DATA_FOLDER, MemoryService
+
+    # No embedder: restoring copies logs and loads no model (the restored config's model may be elsewhere).
+    restore_memory(MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), embedder=None), src)
