@@ -12,11 +12,11 @@ import os
 import shutil
 import stat
 import subprocess
-from pathlib import Path
 
 import httpx2
 import pytest
 
+from persmem_core.commands.backup import list_files
 from persmem_core.testing import (
     MCP_HEADERS, MCP_INITIALIZE, clean_env, persmem_command, start_server, write_config,
 )
@@ -158,7 +158,6 @@ def test_a_plugin_that_finds_its_store_in_use_undoes_the_whole_restore(tmp_path,
     shutil.copytree(dest, copy)
     (copy / "core" / "persmem.toml").write_text(config)
     manifest = json.loads((copy / "MANIFEST.json").read_text())
-    from persmem_core.commands.backup import list_files
     manifest["files"] = list_files(copy)
     (copy / "MANIFEST.json").write_text(json.dumps(manifest))
     home_b = tmp_path / "b"
@@ -207,7 +206,8 @@ def test_restore_refuses_an_unfinished_backup_and_a_folder_that_is_not_one(tmp_p
 def test_restore_refuses_a_backup_of_plugins_not_installed_here(tmp_path, backed_up):
     dest, _, _ = backed_up
     result = persmem(clean_env(tmp_path / "b", PERSMEM_DISABLE_PLUGINS="amq_maildir"), "restore", str(dest))
-    assert result.returncode == 1 and "plugins that are not installed (or are disabled) here: amq_maildir" in result.stderr
+    assert result.returncode == 1
+    assert "plugins that are not installed (or are disabled) here: amq_maildir" in result.stderr
     assert not (tmp_path / "b").exists()
 
 

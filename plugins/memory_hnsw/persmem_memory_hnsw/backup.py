@@ -56,8 +56,8 @@ def restore_memory(service, src: Path) -> list[str]:
     try:
         existing = [p.name for p in service.folder.iterdir() if p.is_dir() and COLLECTION_RE.match(p.name)]
         if existing:
-            raise UserError(f"{service.folder} already holds collections ({', '.join(sorted(existing))}); restore "
-                            "only into a fresh persmem home (move this one aside, or set PERSMEM_HOME to a new folder).")
+            raise UserError(f"{service.folder} already holds collections ({', '.join(sorted(existing))}); restore only "
+                            "into a fresh persmem home (move this one aside, or set PERSMEM_HOME to a new folder).")
         collections = sorted(p for p in src.iterdir() if p.is_dir())
         for collection in collections:
             if not COLLECTION_RE.match(collection.name) or not (collection / LOG_NAME).is_file():
