@@ -1,7 +1,9 @@
 """`persmem memory ...`: maintenance commands that work on the store directly.
 
-They take the store's owner lock, so they refuse to run while a server is
-serving the same data (stop it first, or use the MCP tools).
+`stats` and `export` only read: they read the record logs without the owner lock (snapshot.py), so they work
+while a server runs and see what it has written. `import`, `import-chroma` and `reindex` write: they take the
+store's owner lock and, while a server holds it, refuse and say how to go on (stop it, or use the MCP tools).
+Times are printed as ISO 8601 (UTC), like the tools show them.
 """
 
 from __future__ import annotations
@@ -13,13 +15,54 @@ from pathlib import Path
 import click
 
 
-def _open():
-    """The store, locked and loaded, for this command's length (stop it when done)."""
+def _memory_folder() -> Path:
     from persmem_core.cli import get_host
 
-    from .service import open_service
+    from .service import DATA_FOLDER
 
-    return open_service(get_host())
+    return get_host().home / DATA_FOLDER
+
+
+def _take_store(command: str, while_running: str = ""):
+    """The store locked for this writing command (not loaded yet); stop it when done. While a server owns the
+    store the command is refused, naming it and `while_running`: what to do instead without stopping it."""
+    from persmem_core.cli import get_host
+
+    from .service import StoreInUse, new_service
+
+    service = new_service(get_host())
+    try:
+        service.lock()
+    except StoreInUse as busy:
+        owner = f" (pid {busy.owner_pid})" if busy.owner_pid else ""
+        raise click.ClickException(
+            f"a persmem server is running on this store{owner}: `persmem memory {command}` writes to the store "
+            f"and needs it stopped (two processes must never write one store). Stop the server, run the command, "
+            f"then start the server again{'; ' + while_running if while_running else '.'}") from None
+    return service
+
+
+def _open(command: str, while_running: str):
+    """The store, locked and loaded, for this writing command's length (stop it when done)."""
+    service = _take_store(command, while_running)
+    try:
+        service.load()
+    except BaseException:
+        service.stop()
+        raise
+    return service
+
+
+def _iso_times(stats: dict) -> dict:
+    from .records import iso
+
+    for key in ("oldest", "newest"):
+        stats[key] = iso(stats[key]) if stats.get(key) is not None else None
+    return stats
+
+
+_IMPORT_WHILE_RUNNING = ("or, without stopping it, send the memories over MCP with memory_bulk_store "
+                         "(up to 1000 per call), which works while it runs.")
 
 
 @click.group()
@@ -30,26 +73,25 @@ def memory() -> None:
 @memory.command()
 @click.option("--collection", default=None, help="Only this collection.")
 def stats(collection: str | None) -> None:
-    """Print counts per collection."""
-    service = _open()
-    try:
-        for name, col in sorted(service.collections().items()):
-            if collection in (None, name):
-                click.echo(json.dumps(col.stats(), indent=2))
-    finally:
-        service.stop()
+    """Print counts per collection (works while a server runs: it reads the record logs as they are)."""
+    from .query import did_you_mean
+    from .snapshot import read_store
+
+    store = read_store(_memory_folder())
+    if collection is not None and collection not in store:
+        raise click.ClickException(did_you_mean("collection", collection, store))
+    if not store:
+        click.echo("no collections yet: nothing has been stored.", err=True)
+    for name, snapshot in sorted(store.items()):
+        if collection in (None, name):
+            click.echo(json.dumps(_iso_times(snapshot.stats()), indent=2, ensure_ascii=False))
 
 
 @memory.command()
 def reindex() -> None:
     """Re-embed every memory with the configured embedder (after changing models) and rebuild the index."""
-    from persmem_core.cli import get_host
-
-    from .service import new_service
-
-    service = new_service(get_host())
+    service = _take_store("reindex")
     try:
-        service.lock()  # the store's owner lock: refused while a server serves the same data
         for name, count in service.reindex():
             click.echo(f"{name}: re-embedded {count} memories with {service.embedder.model_id}")
     finally:
@@ -60,29 +102,34 @@ def reindex() -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--collection", default=None, help="Only this collection (default: all).")
 def export_(path: Path, collection: str | None) -> None:
-    """Write every memory (with its history) as JSON Lines to PATH ('-' for stdout)."""
-    from .records import public
+    """Write every memory (with its history) as JSON Lines to PATH ('-' for stdout). Works while a server runs:
+    it reads the record logs as they are."""
+    from .query import did_you_mean
+    from .records import iso_exact, public, public_version
+    from .snapshot import read_store
 
-    service = _open()
+    store = read_store(_memory_folder())
+    if collection is not None and collection not in store:
+        raise click.ClickException(did_you_mean("collection", collection, store))
+    out = sys.stdout if str(path) == "-" else open(path, "w", encoding="utf-8")
+    count = 0
     try:
-        out = sys.stdout if str(path) == "-" else open(path, "w", encoding="utf-8")
-        count = 0
-        for name, col in sorted(service.collections().items()):
+        for name, snapshot in sorted(store.items()):
             if collection not in (None, name):
                 continue
-            for head in sorted(col.memories.values(), key=lambda m: m.created):
-                memory = col.get(head.id)
+            for memory in snapshot.memories():
                 record = public(memory)
-                record["created_ts"], record["updated_ts"] = memory.created, memory.updated
+                # Microseconds: an import restores the time as it was.
+                record["created"], record["updated"] = iso_exact(memory.created), iso_exact(memory.updated)
+                record["history"] = [public_version(v) for v in memory.history]
                 if memory.context:
                     record["context"] = memory.context
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
+    finally:
         if out is not sys.stdout:
             out.close()
-        click.echo(f"exported {count} memories", err=True)
-    finally:
-        service.stop()
+    click.echo(f"exported {count} memories", err=True)
 
 
 @memory.command("import")
@@ -91,7 +138,7 @@ def import_(path: Path) -> None:
     """Import memories from a JSON Lines file written by `persmem memory export` (ids, authors, times kept)."""
     from .collection import NewMemory
 
-    service = _open()
+    service = _open("import", _IMPORT_WHILE_RUNNING)
     try:
         batches: dict[str, list] = {}
         with open(path, encoding="utf-8") as f:
@@ -105,9 +152,9 @@ def import_(path: Path) -> None:
                         raise TypeError(f"context must be a string, not {type(context).__name__}")
                     item = NewMemory(content=rec["content"], project=rec.get("project", "general"),
                                      type=rec.get("type", "session_note"), tags=list(rec.get("tags", [])),
-                                     memory_id=rec.get("id"), author=rec.get("author"), created=rec.get("created_ts"),
+                                     memory_id=rec.get("id"), author=rec.get("author"), created=_created(rec),
                                      context=context)
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                     raise click.ClickException(f"{path}:{number}: not a memory record ({exc}).") from None
                 batches.setdefault(rec.get("collection", "memories"), []).append(item)
         _store_batches(service, batches, author="import")
@@ -122,12 +169,23 @@ def import_chroma(path: Path, chroma_collection: str | None) -> None:
     """Import a persMEM ChromaDB store (the folder holding chroma.sqlite3): documents, metadata and ids."""
     from .chroma_import import read_chroma_store
 
-    service = _open()
+    service = _open("import-chroma", _IMPORT_WHILE_RUNNING)
     try:
         batches = read_chroma_store(path, only=chroma_collection)
         _store_batches(service, batches, author="import")
     finally:
         service.stop()
+
+
+def _created(record: dict) -> float | None:
+    """When an exported memory was stored: its ISO `created` (or `created_ts`, the seconds older exports wrote)."""
+    from .records import parse_iso
+
+    if isinstance(record.get("created"), str):
+        return parse_iso(record["created"])
+    if isinstance(record.get("created_ts"), (int, float)):
+        return float(record["created_ts"])
+    return None
 
 
 def _store_batches(service, batches: dict[str, list], author: str) -> None:

@@ -50,11 +50,11 @@ def test_server_killed_with_sigkill_keeps_every_acknowledged_memory(persmem_serv
         restarted.stop()
 
 
-def test_a_second_server_on_the_same_data_refuses_clearly(persmem_server, persmem_env):
+def test_a_second_writer_on_the_same_data_refuses_clearly(persmem_server, persmem_env):
     server = persmem_server(agents=["kite"])
-    result = subprocess.run([sys.executable, "-m", "persmem_core", "memory", "stats"],
+    result = subprocess.run([sys.executable, "-m", "persmem_core", "memory", "reindex"],
                             env=server.env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1 and "in use by another persmem process" in result.stderr
+    assert result.returncode == 1 and "a persmem server is running on this store" in result.stderr
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
