@@ -11,10 +11,10 @@ import tempfile
 
 from persmem_core import __version__
 from persmem_core.context import CallContext
-from persmem_core.doctor import fail, pass_, warn
+from persmem_core.doctor import check_port, fail, pass_, warn
 from persmem_core.errors import ConfigError, UserError
 from persmem_core.hookspecs import hookimpl
-from persmem_core.netaddr import is_loopback, port_is_free
+from persmem_core.netaddr import is_loopback
 from persmem_core.settings import PluginsConfig, ServerConfig, WorkspaceConfig
 
 
@@ -65,7 +65,7 @@ def doctor(host):
         if info.error:
             checks.append(warn(f"plugin {info.name}", f"not loaded: {info.error}"))
     checks.append(_check_home_writable(host))
-    checks.append(_check_port(server.host, server.port))
+    checks.append(check_port(host, server.host, server.port))
     checks.append(_check_auth(host, server))
     return checks
 
@@ -80,13 +80,6 @@ def _check_home_writable(host):
         return pass_("data dir writable", str(host.home))
     except OSError as exc:
         return fail("data dir writable", f"{host.home}: {exc}. Set PERSMEM_HOME to a folder this user can write.")
-
-
-def _check_port(bind_host: str, port: int):
-    where = f"{bind_host}:{port}"
-    if port_is_free(bind_host, port):
-        return pass_("port free", where)
-    return warn("port free", f"{where} is in use (is persmem already running?); set [server] port or --port.")
 
 
 def _check_auth(host, server):

@@ -63,9 +63,9 @@ class Bridge:
             self.http = http
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                await self.ensure_owner()
-                with anyio.CancelScope() as reading:
-                    tg.start_soon(self._stop_on_signal, reading)
+                with anyio.CancelScope() as session:
+                    await tg.start(self._stop_on_signal, session)
+                    await self.ensure_owner()
                     async with anyio.create_task_group() as calls:
                         async for line in _stdin_lines():
                             if line.strip():
@@ -75,8 +75,9 @@ class Bridge:
                     await self.release_home()
                 tg.cancel_scope.cancel()
 
-    async def _stop_on_signal(self, scope: anyio.CancelScope) -> None:
+    async def _stop_on_signal(self, scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for _ in signals:
                 scope.cancel()
                 return
