@@ -35,7 +35,8 @@ def register_tools(register, host):
 
 @hookspec
 def register_routes(register, host):
-    """Mount ASGI apps on the HTTP server: `register("/amq", app, auth="agent"|"none")`."""
+    """Mount ASGI apps on the HTTP server: `register("/amq", app, auth="agent"|"none", title="")`. A `title` marks
+    a page for people (the dashboard): the startup line names its URL, and `/` leads to the first one."""
 
 
 @hookspec
