@@ -237,8 +237,8 @@ def test_a_log_written_before_editors_were_recorded_still_opens(tmp_path):
         server.call_tool("memory_update", {"memory_id": "old-note", "content": "Deploys: Monday."}, agent="wren")
         now = server.call_tool("memory_get", {"memory_id": "old-note", "include_history": True}, agent="wren")
         assert now["editor"] == "wren" and [v["editor"] for v in now["history"]] == ["wren", None]
-        found = server.call_tool("memory_search", {"query": "old note", "project": "legacy", "mode": "lexical"},
-                                 agent="kite")
+        found = server.call_tool("memory_search", {"query": "old note", "project": "legacy", "mode": "lexical",
+                                                   "verbose": True}, agent="kite")  # search shows editor if verbose
         assert found["results"][0]["id"] == "old-other" and found["results"][0]["editor"] == "kite"
     finally:
         server.stop()
