@@ -26,6 +26,12 @@ class Filters:
         return any((self.project, self.type, self.author, self.tags, self.since is not None, self.until is not None))
 
 
+def shown(value, limit: int = 70) -> str:
+    """A caller's value as a message quotes it: repr, cut to `limit` characters (a reply never echoes 1 MB)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(str(value))} characters)"
+
+
 def parse_tags(tags: str | list[str] | None, what: str = "tags") -> list[str]:
     """Comma-separated tags or a list of them, stripped, without repeats or empty ones."""
     if tags is None:
@@ -59,7 +65,7 @@ def parse_when(value: str | None, what: str, *, through_day: bool = False) -> fl
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise UserError(f"{what} must be an ISO date or time like 2026-11-22 or 2026-11-22T10:00:00Z, got {value!r}.") from None
+        raise UserError(f"{what} must be an ISO date or time like 2026-11-22 or 2026-11-22T10:00:00Z, got {shown(value)}.") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
     if through_day and len(value.strip()) == 10:  # a date alone: through that whole day
@@ -84,11 +90,12 @@ def did_you_mean(what: str, value: str, existing) -> str:
     names, or the list of them when few and none is close."""
     names = sorted(set(existing))
     if not names:
-        return f"no {what} {value!r}: there is none yet."
+        return f"no {what} {shown(value)}: there is none yet."
+    value = str(value)[:100]  # longer than any name: compared by its start, never quoted whole
     close = difflib.get_close_matches(value, names, n=3, cutoff=0.6)
     close += [n for n in names if n.casefold() == value.casefold() and n not in close]  # a case slip
     if close:
-        return f"no {what} {value!r}; did you mean {' or '.join(repr(n) for n in close)}?"
+        return f"no {what} {shown(value)}; did you mean {' or '.join(repr(n) for n in close)}?"
     if len(names) <= 10:
-        return f"no {what} {value!r}; the existing ones are {', '.join(repr(n) for n in names)}."
-    return f"no {what} {value!r} (and none with a close name among the {len(names)} there are)."
+        return f"no {what} {shown(value)}; the existing ones are {', '.join(repr(n) for n in names)}."
+    return f"no {what} {shown(value)} (and none with a close name among the {len(names)} there are)."

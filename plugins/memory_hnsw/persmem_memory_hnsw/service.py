@@ -23,12 +23,17 @@ from persmem_core import UserError
 from .collection import Collection, Hit
 from .config import MemoryConfig
 from .log import write_failed
-from .query import Filters
+from .query import Filters, shown
 from .records import public
 
 NAME = "memory_hnsw"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "memory"  # $PERSMEM_HOME/memory
 COLLECTION_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def check_collection_name(name) -> None:
+    if not isinstance(name, str) or not COLLECTION_RE.match(name):
+        raise UserError(f"invalid collection name {shown(name)}: 1-64 lowercase letters, digits, '_' or '-'.")
 
 
 class StoreInUse(UserError):
@@ -178,8 +183,7 @@ class MemoryService:
             self._lock_file = None
 
     def collection(self, name: str, *, create: bool = True) -> Collection:
-        if not isinstance(name, str) or not COLLECTION_RE.match(name):
-            raise UserError(f"invalid collection name {name!r}: 1-64 lowercase letters, digits, '_' or '-'.")
+        check_collection_name(name)
         existing = self._collections.get(name)
         if existing is not None:
             return existing

@@ -15,10 +15,10 @@ from persmem_core import CallContext, UserError
 from .collection import NewMemory
 from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
 from .permissions import BOOTSTRAP_TYPES, check_bootstrap_owner, pinned_for
-from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags
+from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags, shown
 from .records import iso, new_id, public, public_version
 from .replies import memory_list, search_reply
-from .service import MemoryService, service
+from .service import MemoryService, check_collection_name, service
 
 MAX_TOP_K = 20
 SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
@@ -149,7 +149,7 @@ def memory_search(
     if not 1 <= top_k <= MAX_TOP_K:
         raise UserError(f"top_k must be between 1 and {MAX_TOP_K}, got {top_k}.")
     if mode not in ("hybrid", "dense", "lexical"):
-        raise UserError(f"mode must be hybrid, dense or lexical, got {mode!r}.")
+        raise UserError(f"mode must be hybrid, dense or lexical, got {shown(mode)}.")
     if not 0.0 <= recency_weight <= 1.0:
         raise UserError(f"recency_weight must be between 0 and 1, got {recency_weight}.")
     filters = parse_filters(project=project, memory_type=memory_type, author=author, tags=tags, since=since,
@@ -158,6 +158,7 @@ def memory_search(
     config = call.host.section("memory")
     collections = memories.collections()
     if collection not in collections:
+        check_collection_name(collection)
         reply = search_reply(query, collection, [], config, searched_chars=SEARCHED_QUERY_CHARS)
         return {**reply, "hint": did_you_mean("collection", collection, collections)}
     start = time.perf_counter()
@@ -229,6 +230,7 @@ def memory_stats(collection: str = "memories", project: str | None = None, call:
     memories = _service(call)
     collections = memories.collections()
     if collection not in collections:
+        check_collection_name(collection)
         return {"collection": collection, "count": 0, "projects": {}, "types": {}, "tags": {},
                 "hint": did_you_mean("collection", collection, collections)}
     col = collections[collection]
@@ -254,7 +256,8 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     A long handoff (or pinned entry) shows its start, marked truncated with full_chars; memory_get gives the whole.
     A project nobody has used yet gets a `hint` naming the closest existing ones."""
     if agent and agent != call.agent:
-        raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {agent!r}'s session.")
+        raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {shown(agent)}'s "
+                        "session.")
     me = call.agent
     config = call.host.section("memory")
     col = _service(call).collection("memories")

@@ -43,6 +43,19 @@ def test_a_1mb_query_is_not_echoed_back(shared_server):
     assert reply["results"][0]["content"] == "The release train leaves every second Tuesday."
 
 
+@pytest.mark.parametrize("name, value", [("project", "infra" * 200_000), ("collection", "notes" * 200_000),
+                                         ("memory_type", "x" * 1_000_000), ("mode", "y" * 1_000_000),
+                                         ("since", "2026" * 250_000)])
+def test_a_1mb_argument_is_not_echoed_back(shared_server, name, value):
+    async def call():
+        async with shared_server.client("kite") as client:
+            return await client.call_tool("memory_search", {"query": "load balancers", name: value})
+
+    result = anyio.run(call)
+    text = "\n".join(getattr(block, "text", "") for block in result.content)
+    assert len(text) < 2000, (name, len(text), result.is_error)
+
+
 def test_a_hit_on_a_200k_memory_is_its_matching_passage_within_the_budget(shared_server):
     # A fixed-width log: lines padded with spaces to 1000 characters, so the model embeds ~2,000 tokens rather
     # than ~45,000 (minutes on two shared cores); the reply sees 199,000 characters all the same.
