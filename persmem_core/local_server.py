@@ -28,7 +28,9 @@ from mcp.server.auth.provider import AccessToken
 from persmem_core import __version__
 from persmem_core.agents import check_name
 from persmem_core.context import AGENT_SCOPE_KEY, TRANSPORT_SCOPE_KEY
+from persmem_core.commands.invocation import persmem_line
 from persmem_core.errors import UserError
+from persmem_core.timefmt import iso_utc
 
 if TYPE_CHECKING:
     from persmem_core.host import Host
@@ -59,13 +61,13 @@ def served_agent(host: Host, name: str | None) -> str:
     record = host.agents.agents().get(name)
     if record is not None and record.revoked is not None:
         raise UserError(
-            f"agent {name!r} was revoked ({record.revoked}); it cannot be served. "
-            f"`persmem agent add {name}` gives it new credentials, or choose another agent with --agent."
+            f"agent {name!r} was revoked ({iso_utc(record.revoked)}); it cannot be served. "
+            f"`{persmem_line('agent', 'add', name)}` gives it new credentials, or choose another agent with --agent."
         )
     if record is None and name != default:
         raise UserError(
-            f"no agent named {name!r}. Create it with `persmem agent add {name}`, pick one of "
-            f"`persmem agent list`, or leave out --agent to serve as {default!r}."
+            f"no agent named {name!r}. Create it with `{persmem_line('agent', 'add', name)}`, pick one of "
+            f"`{persmem_line('agent', 'list')}`, or leave out --agent to serve as {default!r}."
         )
     return name
 
