@@ -204,3 +204,26 @@ def test_root_leads_to_the_dashboard_and_the_startup_lines_say_where_and_who(per
     server.stop()
     server.start()
     assert "bearer token or secret path of one of 1 agent(s)" in server.log()
+
+
+def test_a_home_too_long_for_a_socket_name_gets_its_socket_in_a_private_runtime_folder(tmp_path, persmem_stdio):
+    from persmem_core.testing import clean_env
+
+    home = tmp_path / ("long-" + "x" * 120) / "home"
+    home.mkdir(parents=True)
+    env = clean_env(home)
+    server = RunningServer(home, env, free_port(), {}).start()
+    try:
+        where = socket_path(home)
+        assert not where.is_relative_to(home) and stat.S_IMODE(os.stat(where).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(where.parent).st_mode) == 0o700 and os.stat(where.parent).st_uid == os.getuid()
+
+        async def run():
+            async with persmem_stdio(env={"PERSMEM_HOME": str(home)}) as client:
+                memory_id = _store(await client.call_tool("memory_store", {"content": "from a long home"}))
+            async with server.client() as http:
+                return await _content(http, memory_id)
+
+        assert anyio.run(run) == "from a long home"
+    finally:
+        server.stop()

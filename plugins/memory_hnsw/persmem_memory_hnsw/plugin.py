@@ -90,7 +90,9 @@ def doctor(host):
     except Exception as exc:  # noqa: BLE001 - reported as a FAIL line
         return [fail("memory embedding model", str(exc)[-600:])]
     folder = host.home / DATA_FOLDER
-    collections = [p.name for p in folder.iterdir() if p.is_dir()] if folder.exists() else []
+    from .service import collection_folders
+
+    collections = [p.name for p in collection_folders(folder)]  # not .models (the prepared model files)
     checks.append(pass_("memory store", f"{folder}: {len(collections)} collection(s)"))
     return checks
 

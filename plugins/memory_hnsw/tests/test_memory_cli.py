@@ -55,6 +55,9 @@ def test_the_models_folder_is_not_counted_as_a_collection(server):
     printed = cli(server, "stats").stdout
     names = [json.loads(block)["collection"] for block in re.split(r"(?m)^(?=\{)", printed) if block.strip()]
     assert ".models" not in names and "memories" in names
+    doctor = subprocess.run(persmem_command("doctor"), env=server.env, capture_output=True, text=True, timeout=120)
+    counted = re.search(r"memory store.*: (\d+) collection\(s\)", doctor.stdout)
+    assert counted and int(counted.group(1)) == len(names), doctor.stdout
 
 
 def test_export_works_while_the_server_runs_and_sees_its_writes(server, tmp_path):
