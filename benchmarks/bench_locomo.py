@@ -77,12 +77,16 @@ async def run(server, convs, granularities, ks=(5, 10)) -> dict:
 
 def main(quick: bool = False) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
-    from persmem_core.testing import start_server
+    from persmem_core.testing import start_server, write_config
 
     convs = json.loads(DATA.read_text())
     if quick:
         convs = convs[:1]
-    server = start_server(Path(tempfile.mkdtemp(prefix="persmem-locomo-")), agents=("bench",))
+    home = Path(tempfile.mkdtemp(prefix="persmem-locomo-"))
+    # Retrieval is measured, not the reply shaping: no relative score floor and no reply budget, so every one of
+    # the top 10 comes back (with the defaults a reply may rightly hold fewer hits than top_k).
+    write_config(home, {"memory": {"search_min_relative_score": 0.0, "search_reply_chars": 1_000_000}})
+    server = start_server(home, agents=("bench",))
     start = time.perf_counter()
     try:
         results = anyio.run(run, server, convs, ["session", "dialog"])
