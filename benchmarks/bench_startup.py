@@ -1,4 +1,6 @@
-"""Startup costs a user feels: `persmem --help`, and `persmem serve` until it answers MCP tools/list.
+"""Startup costs a user feels: `persmem --help`, `persmem serve` until it answers MCP tools/list, and a
+stdio session (what Claude Code starts per session) until it answers, alone (it owns the home) and beside a
+running server (it joins it over the local socket); and one tool call's round trip over each path.
 
 Targets (benchmarks.md): --help <= 0.5 s with every plugin installed;
 serve answering tools/list over HTTP <= 2 s after start.
@@ -76,6 +78,66 @@ def time_serve_ready(runs: int) -> tuple[list[float], int]:
     return times, n_tools
 
 
+async def stdio_session(env: dict, calls: int) -> tuple[float, list[float]]:
+    """Seconds from spawning a stdio session to its first tools/list, then `calls` persmem_whoami round trips."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    exe = persmem_exe()
+    params = StdioServerParameters(command=exe[0], args=[*exe[1:], "serve", "--transport", "stdio"], env=env)
+    start = time.perf_counter()
+    with open(os.devnull, "w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            await client.list_tools()
+            ready = time.perf_counter() - start
+            return ready, await round_trips(client, calls)
+
+
+async def round_trips(client, calls: int) -> list[float]:
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        await client.call_tool("persmem_whoami", {})
+        times.append(time.perf_counter() - start)
+    return times
+
+
+async def http_round_trips(url: str, calls: int) -> list[float]:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            return await round_trips(client, calls)
+
+
+def time_stdio(runs: int, calls: int) -> dict[str, list[float]]:
+    """A stdio session alone (it owns the home), and one joining a running `persmem serve`."""
+    out: dict[str, list[float]] = {"alone": [], "joining": [], "call alone": [], "call joining": [], "call http": []}
+    for _ in range(runs):
+        home = tempfile.mkdtemp(prefix="persmem-bench-")
+        env = {**os.environ, "PERSMEM_HOME": home}
+        try:
+            ready, trips = anyio.run(stdio_session, env, calls)
+            out["alone"].append(ready)
+            out["call alone"] += trips
+            port = free_port()
+            proc = subprocess.Popen([*persmem_exe(), "serve", "--port", str(port)], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                anyio.run(first_tools_list, f"http://127.0.0.1:{port}/mcp", time.perf_counter() + 60)
+                ready, trips = anyio.run(stdio_session, env, calls)
+                out["joining"].append(ready)
+                out["call joining"] += trips
+                out["call http"] += anyio.run(http_round_trips, f"http://127.0.0.1:{port}/mcp", calls)
+            finally:
+                proc.terminate()
+                proc.wait()
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    return out
+
+
 def installed_plugins() -> list[str]:
     from importlib.metadata import entry_points
 
@@ -86,9 +148,20 @@ def main(quick: bool = False) -> list[tuple[str, str, str]]:
     runs = 3 if quick else 10
     help_times = time_help(runs)
     ready_times, n_tools = time_serve_ready(2 if quick else 5)
+    stdio = time_stdio(2 if quick else 5, 20 if quick else 100)
+
+    def ms(values: list[float], q: float) -> str:
+        return f"{sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000:.1f} ms"
+
     rows = [
         ("persmem --help", f"{statistics.median(help_times):.3f} s", "<= 0.5 s"),
         (f"serve -> MCP tools/list over HTTP ({n_tools} tools)", f"{statistics.median(ready_times):.3f} s", "<= 2 s"),
+        ("stdio session -> tools/list, alone (it starts the plugins)", f"{statistics.median(stdio['alone']):.3f} s", "-"),
+        ("stdio session -> tools/list, beside a running server", f"{statistics.median(stdio['joining']):.3f} s", "-"),
+        ("tool call round trip p50 / p95, stdio alone", f"{ms(stdio['call alone'], .5)} / {ms(stdio['call alone'], .95)}", "-"),
+        ("tool call round trip p50 / p95, stdio beside a server",
+         f"{ms(stdio['call joining'], .5)} / {ms(stdio['call joining'], .95)}", "-"),
+        ("tool call round trip p50 / p95, HTTP", f"{ms(stdio['call http'], .5)} / {ms(stdio['call http'], .95)}", "-"),
     ]
     print(f"\n## Startup (plugins installed: {', '.join(installed_plugins())}; medians of {runs} / "
           f"{len(ready_times)} runs)\n")

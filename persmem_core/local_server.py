@@ -46,7 +46,7 @@ HANDOVER_PATH = "/_local/handover"
 class OwnerCard:
     """What the owner tells other local processes about itself."""
 
-    role: str  # "http": `persmem serve` (stays); "stdio": a stdio session that hands over on request
+    role: str  # "http": `persmem serve`, "dashboard": `persmem dashboard` (both stay); "stdio": hands over on request
     mcp_url: str = ""
     pid: int = field(default_factory=os.getpid)
     version: str = __version__

@@ -1,14 +1,16 @@
-"""`persmem serve` taking a home: at once when nobody owns it, from a stdio session by handover, and never
-from another `persmem serve` (that is a mistake the operator hears about in one line, naming the running one).
+"""`persmem serve` (or `persmem dashboard`) taking a home: at once when nobody owns it, from a stdio session by
+handover, and never from another server (a mistake the operator hears about in one line, naming the running one).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 from persmem_core.errors import UserError
 from persmem_core.local_server import HANDOVER_PATH, OWNER_PATH, OwnerCard, read_card
-from persmem_core.ownership import OwnerLock, socket_path
+from persmem_core.ownership import OwnerLock, bind_private_socket, socket_path
 
 if TYPE_CHECKING:
     from persmem_core.host import Host
@@ -29,9 +31,11 @@ def take_home(host: Host, lock: OwnerLock) -> None:
             raise UserError(f"another persmem process holds {host.home} ({lock.path}) but does not answer on "
                             f"{socket_path(host.home)}. Wait for it to finish starting or stopping, or stop it.")
         if card.role != "stdio":
+            what = "persmem serve" if card.role == "http" else f"persmem {card.role}"
+            mcp = f", MCP at {card.mcp_url}" if card.mcp_url else ""
             raise UserError(
-                f"persmem is already serving {host.home}: pid {card.pid}, MCP at {card.mcp_url or '(no URL)'}, "
-                f"running since {card.started}. Use that one (every client can connect to it), or stop it first "
+                f"`{what}` is already serving {host.home} (pid {card.pid}{mcp}, running since {card.started}). "
+                f"Use that one (every client can connect to it), or stop it first "
                 f"(`kill {card.pid}`, or `systemctl --user stop persmem` if it runs as a service).")
         _request_handover(host)
         if lock.wait(HANDOVER_SECONDS):
@@ -60,3 +64,34 @@ def _request_handover(host: Host) -> None:
             http.post(HANDOVER_PATH)
     except httpx2.HTTPError:
         pass  # it went away by itself: the lock tells
+
+
+@contextlib.contextmanager
+def holding_home(host: Host, card: OwnerCard):
+    """For the block, this process owns the home, for a command that opens the plugins' stores without serving
+    MCP over TCP (`persmem dashboard`): the lock (taken from a stdio session if need be), and the local socket
+    served from a thread of its own, so stdio sessions started meanwhile join this process instead of failing.
+    Yields `open_socket()`: call it once the plugins have started."""
+    import anyio
+
+    from persmem_core.local_server import LocalListener, build_local_app
+    from persmem_core.server import build_mcp_server
+
+    lock = OwnerLock(host.home)
+    take_home(host, lock)
+    listener, thread = None, None
+    try:
+        def open_socket() -> None:
+            nonlocal listener, thread
+            sock = bind_private_socket(socket_path(host.home))
+            listener = LocalListener(build_local_app(host, build_mcp_server(host), card), sock)
+            thread = threading.Thread(target=anyio.run, args=(listener.run,), name="persmem-local", daemon=True)
+            thread.start()
+
+        yield open_socket
+    finally:
+        if listener is not None:
+            listener.server.should_exit = True  # uvicorn looks at it every tick; running calls finish first
+            thread.join(timeout=10)
+            socket_path(host.home).unlink(missing_ok=True)
+        lock.release()

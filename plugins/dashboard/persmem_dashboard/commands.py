@@ -1,6 +1,8 @@
-"""`persmem dashboard`: serve the dashboard alone (without MCP), for when `persmem serve` is not running.
+"""`persmem dashboard`: serve the dashboard alone (without MCP over TCP), for when `persmem serve` is not running.
 
-Plugins' stores are opened by this process, so do not run it beside a server on the same data."""
+This process opens the plugins' stores, so it owns the home as a server does: beside a running `persmem serve`
+it refuses in one line naming it (that one serves the dashboard already), and stdio sessions started while it
+runs join it through the home's local socket."""
 
 from __future__ import annotations
 
@@ -15,15 +17,22 @@ def dashboard(bind: str, port: int) -> None:
     import uvicorn
 
     from persmem_core.cli import get_host
+    from persmem_core.local_server import OwnerCard
+    from persmem_core.server import stopping_server
+    from persmem_core.takeover import holding_home
 
     from .app import build_dashboard
 
     host = get_host()
     if bind not in ("127.0.0.1", "::1", "localhost") and not host.agents.names():
         raise click.ClickException("refusing to listen beyond loopback before any agent exists (persmem agent add).")
+
     app = build_dashboard(host, "")
-    host.startup()
-    try:
-        uvicorn.run(app, host=bind, port=port, log_level="warning", timeout_graceful_shutdown=3)
-    finally:
-        host.shutdown()
+    with holding_home(host, OwnerCard(role="dashboard", mcp_url="")) as open_socket:
+        host.startup()
+        try:
+            open_socket()
+            config = uvicorn.Config(app, host=bind, port=port, log_level="warning", timeout_graceful_shutdown=3)
+            stopping_server(config).run()  # Ctrl-C is a clean stop, exit 0
+        finally:
+            host.shutdown()

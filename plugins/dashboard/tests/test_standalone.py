@@ -40,3 +40,47 @@ def test_persmem_dashboard_serves_alone(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_persmem_dashboard_owns_the_home_a_stdio_session_joins_it_and_a_serve_beside_it_is_one_line(tmp_path):
+    """It opens the plugins' stores, so it owns the home like a server: a stdio session started while it runs
+    uses it (mail sent over stdio is in the dashboard's process), a `persmem serve` beside it says who holds the
+    home, and Ctrl-C stops it with exit 0."""
+    import json
+    import signal
+
+    from persmem_core.ownership import socket_path
+
+    home = tmp_path / "home"
+    AgentStore(home).add("kite")
+    AgentStore(home).add("wren")
+    port = free_port()
+    env = clean_env(home, PERSMEM_DISABLE_PLUGINS="memory_hnsw,shell,git,searxng")
+    proc = subprocess.Popen([sys.executable, "-m", "persmem_core", "dashboard", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_path(home).exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        lines = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "amq_send", "arguments": {"from_agent": "kite", "to_agent": "wren", "body": "via stdio"}}},
+        ]
+        stdio = subprocess.run([sys.executable, "-m", "persmem_core", "serve", "--transport", "stdio", "--agent",
+                                "kite"], env=env, input="".join(json.dumps(m) + "\n" for m in lines),
+                               capture_output=True, text=True, timeout=60)
+        answers = {a["id"]: a for a in map(json.loads, stdio.stdout.splitlines())}
+        assert "delivered" in answers[2]["result"]["content"][0]["text"], stdio.stdout + stdio.stderr
+        assert "owns" not in stdio.stderr  # it joined the dashboard's process; it never owned the home
+        serve = subprocess.run([sys.executable, "-m", "persmem_core", "serve", "--port", "0"], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert serve.returncode == 1 and f"`persmem dashboard` is already serving" in serve.stderr
+        assert f"pid {proc.pid}" in serve.stderr and "Traceback" not in serve.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+    assert not socket_path(home).exists()
