@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("persmem.stdio")
 
 OWNER_WAIT_SECONDS = 60.0  # how long a message waits for an owner that is starting (plugins loading)
+HANDOVER_GRACE_SECONDS = 0.3  # when the owner goes, wait this long before taking the home (serve polls every 0.05 s)
 LOST_CALL = ("the persmem server stopped while answering this call (it was restarted or its session ended), "
              "so the call may or may not have taken effect. Check (memory_search, amq_history...) before "
              "calling again.")
@@ -50,6 +51,7 @@ class Bridge:
         self.sock_path = socket_path(host.home)
         self.protocol_version: str | None = None
         self._owned: tuple[Host, LocalListener] | None = None
+        self._had_owner = False  # an owner answered before: when it goes, another may be taking over
         self._owner_change = anyio.Lock()
         self._write = anyio.Lock()
         self._tg = None
@@ -142,6 +144,10 @@ class Bridge:
         async with self._owner_change:
             deadline = time.monotonic() + OWNER_WAIT_SECONDS
             while not await self._owner_answers():
+                if self._had_owner:  # it just went: a `persmem serve` taking over polls for the lock, let it win
+                    self._had_owner = False
+                    await anyio.sleep(HANDOVER_GRACE_SECONDS)
+                    continue
                 if self.lock.acquire():
                     await self.own_home()
                     return
@@ -149,6 +155,7 @@ class Bridge:
                     raise UserError(f"another persmem process holds {self.host.home} but does not answer on "
                                     f"{self.sock_path} after {OWNER_WAIT_SECONDS:.0f}s; its log says why.")
                 await anyio.sleep(0.1)
+            self._had_owner = True
 
     async def _owner_answers(self) -> bool:
         import httpx2
@@ -185,7 +192,7 @@ class Bridge:
         if self._owned is None:
             return
         host, listener = self._owned
-        self._owned = None
+        self._owned, self._had_owner = None, True
         await listener.stop()  # running calls finish first
         self.sock_path.unlink(missing_ok=True)  # still ours: the lock is held until the last line
         await anyio.to_thread.run_sync(host.shutdown)
