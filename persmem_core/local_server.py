@@ -175,9 +175,19 @@ class LocalListener:
         await self._done.wait()
 
 
+ROLES = ("http", "stdio", "dashboard")
+
+
 def read_card(text: bytes) -> OwnerCard | None:
+    """The owner card an answer carries, if every field is what an owner would send: it ends up in a message to
+    the operator, so a lying process must not put shell text or terminal escapes there."""
     try:
         data = json.loads(text)
-        return OwnerCard(**{k: data[k] for k in ("role", "mcp_url", "pid", "version", "started")})
+        card = OwnerCard(**{k: data[k] for k in ("role", "mcp_url", "pid", "version", "started")})
     except (ValueError, KeyError, TypeError):
         return None
+    texts = (card.mcp_url, card.version, card.started)
+    if (type(card.pid) is not int or card.pid <= 0 or card.role not in ROLES
+            or not all(isinstance(t, str) and len(t) <= 200 and t.isprintable() and t.isascii() for t in texts)):
+        return None
+    return card

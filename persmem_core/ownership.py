@@ -19,6 +19,7 @@ import hashlib
 import os
 import socket
 import stat
+import struct
 import time
 from pathlib import Path
 
@@ -95,11 +96,54 @@ class OwnerLock:
             self._file = None
 
 
+def check_private_home(home: Path) -> None:
+    """A home others can write to would let them plant a socket (or a link) where local clients look for the owner:
+    refused, naming the fix."""
+    try:
+        info = os.stat(home)
+    except FileNotFoundError:
+        return
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise UserError(f"{home} is not this user's alone (owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}): "
+                        f"others could plant a fake server there. Run `chmod go-w {home}` (as its owner), or use "
+                        "another PERSMEM_HOME.")
+
+
+def owner_pid(home: Path) -> int | None:
+    """The pid the lock holder wrote into the lock file (only the holder writes it, and only we can: 0600)."""
+    try:
+        text = (Path(home) / LOCK_NAME).read_text()
+        return int(text) if text.strip().isdigit() else None
+    except OSError:
+        return None
+
+
+def answers_for_owner(home: Path, path: Path) -> bool:
+    """Whether the socket at `path` is the owner's: a socket file of ours (not a link), listened on by the process
+    that holds the lock, as this user. A process that binds the path without the lock, another user's socket, or
+    a link to one, is not the owner, whatever it answers."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.getuid():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(2.0)
+        try:
+            probe.connect(os.fspath(path))
+            pid, uid, _ = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        except OSError:
+            return False
+    return uid == os.getuid() and pid == owner_pid(home)
+
+
 def bind_private_socket(path: Path) -> socket.socket:
     """A listening unix socket at `path`, 0600 from the start (never a moment when others could connect).
-    Only the lock holder calls this, so a file already there is a dead owner's and is replaced."""
+    Only the lock holder calls this, so a file already there is a dead owner's (or something planted: a link is
+    removed, never followed) and is replaced."""
     with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
+        if not stat.S_ISDIR(os.lstat(path).st_mode):  # a dead owner's socket, or a link planted there: gone
             os.unlink(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o177)

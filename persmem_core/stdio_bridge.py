@@ -28,7 +28,13 @@ import anyio.to_thread
 
 from persmem_core.errors import UserError
 from persmem_core.local_server import AGENT_HEADER, OWNER_PATH, LocalListener, OwnerCard, build_local_app
-from persmem_core.ownership import OwnerLock, bind_private_socket, socket_path
+from persmem_core.ownership import (
+    OwnerLock,
+    answers_for_owner,
+    bind_private_socket,
+    check_private_home,
+    socket_path,
+)
 
 if TYPE_CHECKING:
     from persmem_core.host import Host
@@ -91,10 +97,21 @@ class Bridge:
             await self._reply({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error: "
                                "each line on stdin must be one JSON-RPC message"}})
             return
-        if not isinstance(message, dict) or "method" not in message:
-            return  # an answer to a server request: persmem's tools make none
+        if isinstance(message, list):
+            await self._invalid(None, "a JSON array (a batch) is not supported: send one JSON-RPC message per line")
+            return
+        if not isinstance(message, dict):
+            await self._invalid(None, "each line must be one JSON-RPC message (a JSON object)")
+            return
         request_id = message.get("id")
         is_request = "id" in message
+        if is_request and not (request_id is None or isinstance(request_id, (str, int))) or isinstance(request_id, bool):
+            await self._invalid(None, "a request id must be a string or a number")
+            return
+        if "method" not in message:
+            if is_request and "result" not in message and "error" not in message:
+                await self._invalid(request_id, "a request needs a method")
+            return  # otherwise an answer to a server request: persmem's tools make none
         headers = {AGENT_HEADER: self.agent, "content-type": "application/json",
                    "accept": "application/json, text/event-stream"}
         if self.protocol_version and message["method"] != "initialize":
@@ -133,6 +150,9 @@ class Bridge:
                 raise UserError(LOST_CALL) from None
         raise UserError("could not reach the persmem server that owns this home; its log says why.")
 
+    async def _invalid(self, request_id, why: str) -> None:
+        await self._reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": f"invalid request: {why}."}})
+
     async def _reply(self, answer: dict) -> None:
         data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         async with self._write:
@@ -140,22 +160,26 @@ class Bridge:
 
     # -- the owner ------------------------------------------------------
     async def ensure_owner(self) -> None:
-        """Return once an owner answers on the socket: the running one, or this process."""
+        """Return once the home's owner answers on the socket: the running one, or this process. Whatever
+        answers there without holding the lock (a process that bound the path, a link, another user's socket)
+        is not the owner and gets nothing."""
         async with self._owner_change:
+            check_private_home(self.host.home)
             deadline = time.monotonic() + OWNER_WAIT_SECONDS
-            while not await self._owner_answers():
+            while self._owned is None:
                 if self._had_owner:  # it just went: a `persmem serve` taking over polls for the lock, let it win
                     self._had_owner = False
                     await anyio.sleep(HANDOVER_GRACE_SECONDS)
-                    continue
-                if self.lock.acquire():
+                if self.lock.acquire():  # nobody holds the home: whatever may answer on the path is not its owner
                     await self.own_home()
+                    return
+                if answers_for_owner(self.host.home, self.sock_path) and await self._owner_answers():
+                    self._had_owner = True
                     return
                 if time.monotonic() > deadline:
                     raise UserError(f"another persmem process holds {self.host.home} but does not answer on "
                                     f"{self.sock_path} after {OWNER_WAIT_SECONDS:.0f}s; its log says why.")
                 await anyio.sleep(0.1)
-            self._had_owner = True
 
     async def _owner_answers(self) -> bool:
         import httpx2

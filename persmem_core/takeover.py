@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 
 from persmem_core.errors import UserError
 from persmem_core.local_server import HANDOVER_PATH, OWNER_PATH, OwnerCard, read_card
-from persmem_core.ownership import OwnerLock, bind_private_socket, socket_path
+from persmem_core.ownership import (
+    OwnerLock,
+    answers_for_owner,
+    bind_private_socket,
+    check_private_home,
+    socket_path,
+)
 
 if TYPE_CHECKING:
     from persmem_core.host import Host
@@ -21,6 +27,7 @@ ATTEMPTS = 3  # a stdio session may take the home again between the handover and
 
 def take_home(host: Host, lock: OwnerLock) -> None:
     """Hold `lock` on return, or raise a UserError that names the process serving the home."""
+    check_private_home(host.home)
     for _ in range(ATTEMPTS):
         if lock.acquire():
             return
@@ -44,7 +51,11 @@ def take_home(host: Host, lock: OwnerLock) -> None:
 
 
 def owner_card(host: Host) -> OwnerCard | None:
+    """The owner's card, from the owner only (the lock holder's own socket), else None."""
     import httpx2
+
+    if not answers_for_owner(host.home, socket_path(host.home)):
+        return None
 
     try:
         with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(host.home))),
