@@ -103,7 +103,10 @@ def check_private_home(home: Path) -> None:
         info = os.stat(home)
     except FileNotFoundError:
         return
-    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+    # Writable by others, or by a group that is not this user's own (umask 002 gives the user's private group
+    # write access, which lets in nobody else), is refused.
+    group_writable = info.st_mode & 0o020 and info.st_gid != os.getgid()
+    if info.st_uid != os.getuid() or info.st_mode & 0o002 or group_writable:
         raise UserError(f"{home} is not this user's alone (owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}): "
                         f"others could plant a fake server there. Run `chmod go-w {home}` (as its owner), or use "
                         "another PERSMEM_HOME.")
