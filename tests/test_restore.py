@@ -211,6 +211,82 @@ def test_restore_refuses_a_backup_of_plugins_not_installed_here(tmp_path, backed
     assert not (tmp_path / "b").exists()
 
 
+# -- a backup with links to what is not in it ---------------------------------------------------------------------
+# A backup only ever holds real folders (and the workspace's own links, copied as links). An edited one whose
+# folder is a link would copy what the link names (another user's inbox, another store, ~/.ssh) into the new
+# home, where agents read it; the manifest lists links as links, so resealing it is all an attacker needs.
+
+def reseal(dest) -> None:
+    manifest = json.loads((dest / "MANIFEST.json").read_text())
+    (dest / "MANIFEST.json").unlink()
+    manifest["files"] = list_files(dest)
+    (dest / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
+def swap_for_link(path, elsewhere) -> None:
+    """Move `path` out of the backup to `elsewhere` and leave a link to it in its place."""
+    elsewhere.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(path, elsewhere)
+    path.symlink_to(elsewhere)
+
+
+@pytest.mark.parametrize("linked", ["amq_maildir", "amq_maildir/*", "amq_maildir/*/inbox", "amq_maildir/*/inbox/new",
+                                    "amq_maildir/*/inbox/cur"])
+def test_restore_does_not_copy_the_mail_folder_a_backup_link_names(tmp_path, backed_up, linked):
+    dest, _, _ = backed_up
+    folder = next(p for p in sorted(dest.glob(linked)) if p.is_dir() and any(p.rglob("*.md")))
+    elsewhere = tmp_path / "someone-else" / "mail"
+    swap_for_link(folder, elsewhere)
+    reseal(dest)
+    home_b = tmp_path / "b"
+    result = persmem(clean_env(home_b), "restore", str(dest))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{folder} in the backup is a link (to {elsewhere})" in result.stderr
+    assert not home_b.exists()
+
+
+@pytest.mark.parametrize("linked", ["memory_hnsw", "memory_hnsw/*", "memory_hnsw/*/records.log"])
+def test_restore_does_not_copy_the_memory_folder_or_log_a_backup_link_names(tmp_path, backed_up, linked):
+    dest, _, _ = backed_up
+    path = sorted(dest.glob(linked))[0]
+    elsewhere = tmp_path / "someone-else" / path.name
+    swap_for_link(path, elsewhere)
+    reseal(dest)
+    home_b = tmp_path / "b"
+    result = persmem(clean_env(home_b), "restore", str(dest))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{path} in the backup is a link (to {elsewhere})" in result.stderr
+    assert not home_b.exists()
+
+
+def test_restore_does_not_copy_the_workspace_a_linked_home_copy_names(tmp_path, backed_up):
+    dest, _, _ = backed_up
+    swap_for_link(dest / "core" / "home", tmp_path / "someone-else" / "home")
+    reseal(dest)
+    home_b = tmp_path / "b"
+    result = persmem(clean_env(home_b), "restore", str(dest))
+    assert result.returncode == 1 and f"{dest / 'core' / 'home'} in the backup is a link" in result.stderr
+    assert not home_b.exists()
+
+
+@pytest.mark.parametrize("included, refused", [
+    (["workspace", "workspace"], "lists the workspace 'workspace' inside another one"),
+    (["workspace", "agents.json"], "would be restored over"),  # the registry the restore has just written
+])
+def test_restore_refuses_a_workspace_listed_twice_or_named_like_a_persmem_file(tmp_path, backed_up, included,
+                                                                                refused):
+    dest, _, _ = backed_up
+    (dest / "core" / "home" / "agents.json").mkdir()
+    manifest = json.loads((dest / "MANIFEST.json").read_text())
+    manifest["workspace"]["included"] = included
+    (dest / "MANIFEST.json").write_text(json.dumps(manifest))
+    reseal(dest)
+    home_b = tmp_path / "b"
+    result = persmem(clean_env(home_b), "restore", str(dest))
+    assert result.returncode == 1 and refused in result.stderr and "Traceback" not in result.stderr
+    assert not home_b.exists()
+
+
 # -- rotation ---------------------------------------------------------------------------------------------------
 
 def test_backup_keep_writes_dated_folders_and_keeps_exactly_n_of_its_own(tmp_path):

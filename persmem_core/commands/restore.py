@@ -3,9 +3,10 @@
 Checked before anything is written: SRC is a finished backup (MANIFEST.json, written last, is there) whose
 files are all present and unchanged (size and SHA-256 as the manifest lists them); every plugin with data in
 it is installed here and can restore; the home is empty (restore never merges into, or overwrites, a store:
-a server serving the home has made files there, so it is refused too). Then the config and the agent
-registry (credential hashes: the old tokens keep working) are written, the workspace that was inside the
-home is copied back, and each plugin puts its own data back through its `restore` hook, which refuses, in
+a server serving the home has made files there, so it is refused too); nothing it would copy is a link (the
+manifest has no signature: an edited backup must not reach outside itself or the home). Then the config and
+the agent registry (credential hashes: the old tokens keep working) are written, the workspace that was
+inside the home is copied back, and each plugin puts its own data back through its `restore` hook, which refuses, in
 turn, a data folder that holds anything or is in use. Everything is written private (folders 0700, files
 0600) and synced to disk before the command says it is done. If anything fails, what was written is removed
 again and the home is as empty as it was.
@@ -66,22 +67,77 @@ def check_backup(src: Path) -> dict:
 
 
 def workspace_folders(src: Path, manifest: dict) -> list[str]:
-    """The workspace folders the backup took from inside the home, as paths relative to it."""
+    """The workspace folders the backup took from inside the home, as paths relative to it. Only what a backup
+    writes is accepted: a folder strictly inside the home (never the home itself, never outside it), none
+    inside another (backup copies a nested root with the one holding it), and real folders all the way down
+    in the backup (a link there would copy whatever it names, e.g. ~/.ssh, into the workspace)."""
     included = (manifest.get("workspace") or {}).get("included") or []
     for relative in included:
         if not isinstance(relative, str) or Path(relative).is_absolute() or ".." in Path(relative).parts:
             raise UserError(f"{src}/{MANIFEST} names a workspace outside the home ({relative!r}): it is damaged.")
-    return [relative for relative in included if (src / HOME_COPY / relative).is_dir()]
+        if not Path(relative).parts:
+            raise UserError(f"{src}/{MANIFEST} names the home itself as a workspace ({relative!r}); a backup only "
+                            "lists folders inside the home: it is damaged or was edited. Restore from another one.")
+    roots = [Path(relative) for relative in included]
+    for index, root in enumerate(roots):
+        holder = next((other for other_index, other in enumerate(roots)
+                       if other_index != index and root.is_relative_to(other)), None)
+        if holder is not None:
+            raise UserError(f"{src}/{MANIFEST} lists the workspace {root.as_posix()!r} inside another one "
+                            f"({holder.as_posix()!r}); a backup never does (it copies a root with the one holding "
+                            "it): it is damaged or was edited. Restore from another one.")
+    found = []
+    for root in roots:
+        folder = src
+        for part in (*Path(HOME_COPY).parts, *root.parts):
+            folder = folder / part
+            if os.path.islink(folder):
+                raise UserError(f"{folder} in the backup is a link (to {os.readlink(folder)}), where a backup holds "
+                                "the workspace's real folders; restore refuses to copy what a link names. Restore "
+                                "from a backup `persmem backup` wrote.")
+        if os.path.isdir(folder):
+            found.append(root.as_posix())
+    return found
+
+
+def copy_workspace_folder(source: Path, home: Path, relative: str) -> None:
+    """Copy one workspace folder of the backup to home/relative, never through a link: the folders on the way are
+    made here (the home was empty, and no other restored folder holds this one), the folder itself is new
+    (an existing one, or a link, stops the copy), and it is checked to be inside the home once made."""
+    target = home / relative
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        target.mkdir(mode=0o700)
+    except FileExistsError:
+        raise UserError(f"the workspace {relative!r} of the backup would be restored over {target}, which the "
+                        "restore has just written; the backup is damaged or was edited. Restore from another "
+                        "one.") from None
+    real_home, real_target = Path(os.path.realpath(home)), Path(os.path.realpath(target))
+    if real_target == real_home or not real_target.is_relative_to(real_home):
+        raise UserError(f"the workspace {relative!r} would be restored to {real_target}, outside the home "
+                        f"{real_home}; restore from a backup `persmem backup` wrote.")
+    copy_tree_private(source, target)
 
 
 def plugin_folders(src: Path, manifest: dict) -> list[str]:
     """The plugins that put data in this backup (a folder each; plugins with nothing to keep have none)."""
-    return sorted(name for name in manifest["backed_up"] if isinstance(name, str) and (src / name).is_dir())
+    named = [name for name in manifest["backed_up"] if isinstance(name, str) and os.path.lexists(src / name)]
+    for name in named:
+        if (src / name).is_symlink():
+            raise UserError(f"{src / name} in the backup is a link (to {os.readlink(src / name)}), where a backup "
+                            "holds the plugin's real folder; restore refuses to copy what a link names. Restore "
+                            "from a backup `persmem backup` wrote.")
+    return sorted(name for name in named if (src / name).is_dir())
 
 
 def check_fresh(home: Path, config_path: Path, src: Path) -> None:
     """The home holds nothing (a server serving it has made files there), and a config file outside it, if
     one is set (PERSMEM_CONFIG), is absent or already the backup's."""
+    dangling = next((p for p in (home, *home.parents) if p.is_symlink() and not p.exists()), None)
+    if dangling is not None:
+        where = "the persmem home" if dangling == home else f"on the way to the persmem home {home},"
+        raise UserError(f"{dangling} ({where}) is a link to {os.readlink(dangling)}, which does not exist; create "
+                        f"that folder, or {FRESH_HOME_FIX}.")
     if home.exists():
         if not home.is_dir():
             raise UserError(f"{home} (the persmem home) is not a folder; {FRESH_HOME_FIX}.")
@@ -146,8 +202,7 @@ def _restore(host, src: Path) -> None:
         if (src / CORE / "agents.json").exists():
             atomic_write_bytes(restored_host.agents.path, (src / CORE / "agents.json").read_bytes())
         for relative in workspace:
-            (home / relative).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            copy_tree_private(src / HOME_COPY / relative, home / relative)
+            copy_workspace_folder(src / HOME_COPY / relative, home, relative)
         failed = [(plugin, exc) for plugin, _, exc in
                   call_each(restored_host.pm, "restore", only=set(plugins), host=restored_host,
                             src=PerPlugin(lambda plugin: src / plugin)) if exc is not None]
@@ -155,11 +210,14 @@ def _restore(host, src: Path) -> None:
             detail = "; ".join(f"{p}: {exc}" if isinstance(exc, UserError) else f"{p}: {type(exc).__name__}: {exc}"
                                for p, exc in failed)
             raise UserError(f"restore failed, nothing restored: {detail}")
+        agents = restored_host.agents.agents()  # the restored registry reads back (a backup may hold anything)
         os.sync()  # everything written above, durable before we say it is done
+    except OSError as exc:  # disk full, no permission, a name the backup uses twice: one line, all undone
+        _undo(home, home_existed, config_path if wrote_config else None)
+        raise UserError(f"restore failed, nothing restored: {exc}") from None
     except BaseException:
         _undo(home, home_existed, config_path if wrote_config else None)
         raise
-    agents = restored_host.agents.agents()
     click.echo(f"restored {src} (backup of {manifest['created']}) into {home}: "
                f"{'config, ' if backup_config.exists() else ''}{len(agents)} agent(s)"
                f"{', workspace ' + ', '.join(workspace) if workspace else ''}"

@@ -62,6 +62,15 @@ def restore_mail(root: Path, src: Path) -> list[str]:
         raise UserError(f"the mail root {root} already holds mail or other files; restore only into an empty one "
                         "(move it aside, or point [amq] root or PERSMEM_HOME to a new folder).")
     agents = sorted(name for name in os.listdir(src) if NAME_RE.match(name) and (src / name / "inbox").is_dir())
+    # A backup holds real folders only: a link would copy whatever mail folder it names (another user's inbox)
+    # into this root, where agents read it. (Message files that are links are skipped below, as backup does.)
+    for agent in agents:
+        kept = src / agent / "inbox"
+        for folder in (src, src / agent, kept, kept / "new", kept / "cur"):
+            if folder.is_symlink():
+                raise UserError(f"{folder} in the backup is a link (to {os.readlink(folder)}), where a backup holds a "
+                                "real folder; restore refuses to copy what a link names. Restore from a backup "
+                                "`persmem backup` wrote.")
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     for agent in agents:
         inbox = root / agent / "inbox"

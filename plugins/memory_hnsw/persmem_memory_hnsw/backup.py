@@ -58,6 +58,13 @@ def restore_memory(service, src: Path) -> list[str]:
         if existing:
             raise UserError(f"{service.folder} already holds collections ({', '.join(sorted(existing))}); restore only "
                             "into a fresh persmem home (move this one aside, or set PERSMEM_HOME to a new folder).")
+        # A backup holds real folders and files only: a link would copy whatever it names (another store, a
+        # private file) into this one, where agents read it.
+        for path in [src, *src.iterdir(), *(p / name for p in src.iterdir() for name in (LOG_NAME, MODEL_RECORD))]:
+            if path.is_symlink():
+                raise UserError(f"{path} in the backup is a link (to {os.readlink(path)}), where a backup holds a "
+                                "real folder or file; restore refuses to copy what a link names. Restore from a "
+                                "backup `persmem backup` wrote.")
         collections = sorted(p for p in src.iterdir() if p.is_dir())
         for collection in collections:
             if not COLLECTION_RE.match(collection.name) or not (collection / LOG_NAME).is_file():
