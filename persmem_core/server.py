@@ -20,24 +20,6 @@ from persmem_core.netaddr import is_loopback
 
 log = logging.getLogger("persmem.server")
 
-INSTRUCTIONS = (
-    "persmem gives you long-term memory, a mailbox to talk with other named agents, and workspace tools. "
-    "Your agent identity comes from your credentials, not from tool arguments; persmem_whoami shows it."
-)
-
-
-def build_mcp_server(host: Host):
-    """The MCP server of every plugin's tools; the caller comes from each request (HTTP auth, or the agent a
-    stdio session forwards over the local socket)."""
-    from mcp.server.mcpserver import MCPServer
-
-    from persmem_core.tools import CallerResolver, CallLimits, build_tool
-
-    resolver, limits = CallerResolver(host), CallLimits()
-    tools = [build_tool(spec, resolver, limits) for spec in host.collect_tools()]
-    return MCPServer("persmem", version=__version__, instructions=INSTRUCTIONS, tools=tools)
-
-
 def allowed_hosts_and_origins(host: Host, bind_host: str) -> tuple[list[str], list[str]]:
     server = host.config.server
     hosts = ["127.0.0.1", "localhost", "[::1]", "127.0.0.1:*", "localhost:*", "[::1]:*"]
@@ -74,6 +56,7 @@ def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None):
     from starlette.routing import Mount, Route
 
     from persmem_core.auth import AgentAuthMiddleware
+    from persmem_core.tools import build_mcp_server
     from persmem_core.http_headers import SecurityHeadersMiddleware
     from persmem_core.http_limits import JsonRpcBodyLimit
     from persmem_core.local_server import LocalListener, OwnerCard, build_local_app

@@ -192,7 +192,7 @@ class Bridge:
     async def own_home(self) -> None:
         """Start the plugins here and serve the home on its socket (this process holds the lock)."""
         from persmem_core.host import Host
-        from persmem_core.server import build_mcp_server
+        from persmem_core.tools import build_mcp_server
 
         host = Host(environ=self.host.environ, config_file=self.host.config_path)
         try:

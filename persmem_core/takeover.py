@@ -86,7 +86,7 @@ def holding_home(host: Host, card: OwnerCard):
     import anyio
 
     from persmem_core.local_server import LocalListener, build_local_app
-    from persmem_core.server import build_mcp_server
+    from persmem_core.tools import build_mcp_server
 
     lock = OwnerLock(host.home)
     take_home(host, lock)

@@ -1,4 +1,4 @@
-"""Turning plugin functions into MCP tools.
+"""Turning plugin functions into MCP tools, and those into the MCP server every transport serves.
 
 A plugin tool is a plain function (sync or async) with type hints and a
 docstring. The host wraps it so that:
@@ -35,6 +35,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import ValidationError
 
+from persmem_core import __version__
 from persmem_core.context import CallContext, agent_of_scope, transport_of_scope
 from persmem_core.errors import UserError
 
@@ -194,3 +195,19 @@ def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimit
     tool = PersmemTool.from_function(tool_wrapper, name=name, description=description, context_kwarg=_MCP_CONTEXT)
     tool.parameters["additionalProperties"] = False  # what PersmemTool.run enforces, said in the schema
     return tool
+
+
+INSTRUCTIONS = (
+    "persmem gives you long-term memory, a mailbox to talk with other named agents, and workspace tools. "
+    "Your agent identity comes from your credentials, not from tool arguments; persmem_whoami shows it."
+)
+
+
+def build_mcp_server(host: Host):
+    """The MCP server of every plugin's tools; the caller comes from each request (HTTP auth, or the agent a
+    stdio session forwards over the local socket)."""
+    from mcp.server.mcpserver import MCPServer
+
+    resolver, limits = CallerResolver(host), CallLimits()
+    tools = [build_tool(spec, resolver, limits) for spec in host.collect_tools()]
+    return MCPServer("persmem", version=__version__, instructions=INSTRUCTIONS, tools=tools)
