@@ -227,3 +227,29 @@ def test_a_home_too_long_for_a_socket_name_gets_its_socket_in_a_private_runtime_
         assert anyio.run(run) == "from a long home"
     finally:
         server.stop()
+
+
+def test_replies_and_the_tool_contract_hold_over_stdio_too(persmem_stdio, persmem_env):
+    """Issue 15's reply sizes and tool contract, through a stdio session (the HTTP side is in the plugins' tests)."""
+    AgentStore(persmem_env()["PERSMEM_HOME"]).add("wren")
+
+    async def run():
+        async with persmem_stdio(agent="kite") as client:
+            await client.call_tool("memory_store", {"content": "The infra team owns the load balancers.",
+                                                    "project": "infra"})
+            big = await client.call_tool("memory_search", {"query": "load balancers " * 70_000})  # ~1 MB
+            hint = tool_result(await client.call_tool("memory_search", {"query": "load balancers",
+                                                                        "project": "infr"}))
+            ranges = await client.call_tool("memory_search", {"query": "x", "since": "2026-05-01",
+                                                              "until": "2026-04-01"})
+            unknown = await client.call_tool("memory_search", {"query": "x", "projct": "infra"})
+            reply = await client.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "hi",
+                                                        "reply_to": "nope"})
+            return big, hint, ranges, unknown, reply
+
+    big, hint, ranges, unknown, reply = anyio.run(run)
+    assert not big.is_error and len(big.content[0].text) < 10_000
+    assert "'infra'" in hint["hint"]
+    assert ranges.is_error and "is after until" in ranges.content[0].text
+    assert unknown.is_error and "did you mean 'project'" in unknown.content[0].text
+    assert reply.is_error and "nope" in reply.content[0].text and "amq_check" in reply.content[0].text
