@@ -80,12 +80,14 @@ def jsonrpc_error(message: str, status: int, code: int = -32600):
 
 
 def build_local_app(host: Host, mcp_server, card: OwnerCard,
-                    handover: Callable[[], Awaitable[None]] | None = None):
-    """The ASGI app served on the local socket. `handover` (stdio owners only) stops this owner."""
+                    handover: Callable[[], Awaitable[None]] | None = None, route_specs=None):
+    """The ASGI app served on the local socket. `handover` (stdio owners only) stops this owner. The plugins'
+    agent routes (`register_routes(..., auth="agent")`, e.g. the hooks' endpoints) are mounted here too, as the
+    agent in `X-Persmem-Agent`; pages that check their own login (the dashboard) are not."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
-    from starlette.routing import Route
+    from starlette.routing import Mount, Route
 
     from persmem_core.http_limits import JsonRpcBodyLimit
 
@@ -112,6 +114,8 @@ def build_local_app(host: Host, mcp_server, card: OwnerCard,
 
     routes = [Route("/mcp", endpoint=MCPEndpoint(), methods=["POST", "GET", "DELETE"]),
               Route(OWNER_PATH, endpoint=owner), Route(HANDOVER_PATH, endpoint=hand_over, methods=["POST"])]
+    specs = host.collect_routes() if route_specs is None else route_specs
+    routes += [Mount(spec.prefix, app=spec.app) for spec in specs if spec.auth == "agent"]
     app = Starlette(routes=routes, lifespan=lifespan)
     return LocalAgentMiddleware(JsonRpcBodyLimit(app, host.config.server.max_body_bytes), host)
 

@@ -105,7 +105,7 @@ def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None):
         async with sessions.run(), anyio.create_task_group() as tg:
             listener = None
             if local_socket is not None:
-                local_app = build_local_app(host, mcp_server, card or OwnerCard(role="http"))
+                local_app = build_local_app(host, mcp_server, card or OwnerCard(role="http"), route_specs=route_specs)
                 listener = LocalListener(local_app, local_socket)
                 await tg.start(listener.run)
             try:

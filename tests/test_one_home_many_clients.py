@@ -253,3 +253,15 @@ def test_replies_and_the_tool_contract_hold_over_stdio_too(persmem_stdio, persme
     assert ranges.is_error and "is after until" in ranges.content[0].text
     assert unknown.is_error and "did you mean 'project'" in unknown.content[0].text
     assert reply.is_error and "nope" in reply.content[0].text and "amq_check" in reply.content[0].text
+
+
+def test_plugin_agent_routes_are_served_on_the_socket_as_the_named_agent(persmem_server):
+    """Local clients (hooks, the CLI) reach plugins' agent routes through the socket; pages with their own login
+    (the dashboard) stay on the TCP port only."""
+    server = persmem_server(agents=["kite", "wren"])
+    server.call_tool("amq_send", {"from_agent": "wren", "to_agent": "kite", "body": "over the socket"}, agent="wren")
+    local = httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(server.home))), timeout=30)
+    mine = local.get("http://persmem.local/amq/messages", headers={"x-persmem-agent": "kite"})
+    assert mine.status_code == 200 and "over the socket" in mine.text
+    assert local.get("http://persmem.local/amq/messages", headers={"x-persmem-agent": "nobody"}).status_code == 403
+    assert local.get("http://persmem.local/dashboard/", headers={"x-persmem-agent": "kite"}).status_code == 404
