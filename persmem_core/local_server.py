@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +47,9 @@ HANDOVER_PATH = "/_local/handover"
 class OwnerCard:
     """What the owner tells other local processes about itself."""
 
-    role: str  # "http": `persmem serve`, "dashboard": `persmem dashboard` (both stay); "stdio": hands over on request
+    # "http": `persmem serve`; "stdio": a stdio session (hands over on request); else the persmem command holding
+    # the home, e.g. "dashboard" or "sessions import" (they stay, like serve)
+    role: str
     mcp_url: str = ""
     pid: int = field(default_factory=os.getpid)
     version: str = __version__
@@ -179,7 +182,7 @@ class LocalListener:
         await self._done.wait()
 
 
-ROLES = ("http", "stdio", "dashboard")
+ROLE = re.compile(r"^[a-z][a-z -]{0,39}$")  # "http", "stdio", or the persmem command holding the home ("dashboard")
 
 
 def read_card(text: bytes) -> OwnerCard | None:
@@ -191,7 +194,7 @@ def read_card(text: bytes) -> OwnerCard | None:
     except (ValueError, KeyError, TypeError):
         return None
     texts = (card.mcp_url, card.version, card.started)
-    if (type(card.pid) is not int or card.pid <= 0 or card.role not in ROLES
+    if (type(card.pid) is not int or card.pid <= 0 or not isinstance(card.role, str) or not ROLE.match(card.role)
             or not all(isinstance(t, str) and len(t) <= 200 and t.isprintable() and t.isascii() for t in texts)):
         return None
     return card
