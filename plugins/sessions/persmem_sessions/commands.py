@@ -1,0 +1,106 @@
+"""`persmem hooks ...` (install, status, uninstall the client hooks) and `persmem sessions ...` (the archives)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+TARGET_CHOICE = click.Choice(["claude", "codex", "all"])
+
+
+def _chosen(target: str, install: bool = False):
+    """The targets `--target` names. `all` skips a client whose config folder does not exist (not installed
+    here): creating ~/.codex for a user without Codex would be noise; `--target codex` creates it."""
+    from .installer import targets
+
+    found = targets(os.environ)
+    if target != "all":
+        return [found[target]], []
+    present = [t for t in found.values() if t.folder.is_dir() or not install]
+    skipped = [t for t in found.values() if t not in present]
+    return present, skipped
+
+
+@click.group()
+def hooks() -> None:
+    """Claude Code and Codex hooks: every session captured, memories recalled at its start and on each prompt.
+
+    The hooks are small clients of the running persmem server (its local socket): without a server they do
+    nothing and never slow the client down.
+    """
+
+
+@hooks.command()
+@click.option("--target", type=TARGET_CHOICE, default="all", show_default=True,
+              help="Which client's settings to edit (all: the clients that have a config folder here).")
+@click.option("--agent", envvar="PERSMEM_AGENT",
+              help="The agent the hooks speak for (default: [server] default_agent). Env PERSMEM_AGENT.")
+def install(target: str, agent: str | None) -> None:
+    """Add the hooks to ~/.claude/settings.json and/or ~/.codex/hooks.json (idempotent; backs up each file)."""
+    from persmem_core.cli import get_host
+    from persmem_core.local_server import served_agent
+
+    from .installer import hook_command, install as install_target
+
+    host = get_host()
+    if agent is not None:
+        served_agent(host, agent)  # an unknown or revoked agent is refused here, as by `persmem serve --agent`
+    chosen, skipped = _chosen(target, install=True)
+    for t in skipped:
+        click.echo(f"{t.client}: {t.folder} does not exist, skipped (`persmem hooks install --target {t.client}` "
+                   "installs anyway)")
+    for t in chosen:
+        lines = install_target(t, hook_command(t.client, host.home, agent))
+        for line in lines:
+            click.echo(line)
+        if t.client == "codex" and "nothing to change" not in lines[0]:
+            click.echo("  Codex asks you to review and trust new hooks before they run: open /hooks in Codex.")
+
+
+@hooks.command()
+def status() -> None:
+    """Show which persmem hooks are installed, and whether a server is answering for them."""
+    from persmem_core.cli import get_host
+
+    from .hook import socket_path
+    from .installer import status as target_status
+
+    host = get_host()
+    for t in _chosen("all")[0]:
+        for line in target_status(t, host.home):
+            click.echo(line)
+    sock = socket_path(str(host.home))
+    state = "a server is listening" if _answers(sock) else "no server is running (the hooks do nothing until one is)"
+    click.echo(f"server: {sock}: {state}")
+
+
+def _answers(sock: str) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(sock)
+        except OSError:
+            return False
+    return True
+
+
+@hooks.command()
+@click.option("--target", type=TARGET_CHOICE, default="all", show_default=True, help="Which client's settings.")
+def uninstall(target: str) -> None:
+    """Remove the persmem hooks (and nothing else); a file nothing else changed in is restored from its backup."""
+    from .installer import uninstall as uninstall_target
+
+    for t in _chosen(target)[0]:
+        if not t.hooks_file.exists() and (t.feature_file is None or not t.feature_file.exists()):
+            click.echo(f"{t.hooks_file}: does not exist, nothing to change")
+            continue
+        for line in uninstall_target(t):
+            click.echo(line)
+
+
+@click.group()
+def sessions() -> None:
+    """Session archives of Claude Code and Codex: import existing ones."""
