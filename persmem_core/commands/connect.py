@@ -122,4 +122,10 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
                 f"# {agent_name} has no secret path yet: `{renew_secret}` issues one (its token keeps working); "
                 f"then run `{persmem_line('connect', agent_name)}` again, or put the printed path into "
                 f"{base}/SECRET-PATH/mcp.")
+    if "hooks" in click.get_current_context().find_root().command.commands:  # a plugin offers client hooks
+        section("Ambient memory", "shell",
+                "# hooks in Claude Code and Codex: every session captured, memories recalled at its start and on "
+                "each prompt (for this home, whatever the shell's PERSMEM_HOME)",
+                shlex.join(["env", f"PERSMEM_HOME={home}", *persmem_argv(), "hooks", "install", "--target", "all",
+                            "--agent", agent_name]))
     click.echo("\n".join(out))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
@@ -104,3 +105,42 @@ def uninstall(target: str) -> None:
 @click.group()
 def sessions() -> None:
     """Session archives of Claude Code and Codex: import existing ones."""
+
+
+@sessions.command("import")
+@click.option("--claude", "claude", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="Claude Code transcripts: the projects folder, one project's folder or one .jsonl file "
+                   "(default: $CLAUDE_CONFIG_DIR/projects or ~/.claude/projects). Repeatable.")
+@click.option("--codex", "codex", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="Codex rollouts: a Codex home, its sessions folder or one rollout-*.jsonl file (default: "
+                   "$CODEX_HOME or ~/.codex). Repeatable.")
+@click.option("--agent", envvar="PERSMEM_AGENT",
+              help="The agent the sessions belong to (default: [server] default_agent). Env PERSMEM_AGENT.")
+def import_sessions(claude: tuple[Path, ...], codex: tuple[Path, ...], agent: str | None) -> None:
+    """Archive (and index) the sessions Claude Code and Codex already saved here, as the hooks would have.
+
+    Safe to run again: only lines not archived yet are sent. Without --claude or --codex both defaults are
+    read (a missing folder is skipped); with either, only the paths given. Uses the running server, or holds
+    the home itself while it runs.
+    """
+    from persmem_core.cli import get_host
+    from persmem_core.local_server import served_agent
+
+    from .importer import ImportStopped, claude_root, codex_root, run_import
+
+    host = get_host()
+    if agent is not None:
+        served_agent(host, agent)  # an unknown or revoked agent is refused before anything is read
+    if not claude and not codex:
+        claude = tuple(p for p in [claude_root()] if p.is_dir())
+        codex = tuple(p for p in [codex_root()] if p.is_dir())
+        if not claude and not codex:
+            raise click.ClickException(f"no transcripts here: neither {claude_root()} nor {codex_root()} exists. "
+                                       "Name the folders with --claude PATH / --codex PATH.")
+    try:
+        report = run_import(host, list(claude), list(codex), agent)
+    except ImportStopped as exc:
+        raise click.ClickException(str(exc)) from None
+    for line in report.skipped:
+        click.echo(line, err=True)
+    click.echo(report.summary())
