@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from msgspec import Meta
 
 from persmem_core import ConfigSection
@@ -51,6 +52,20 @@ class MemoryConfig(ConfigSection):
                          'kite = ["wren"]} (editor -> authors, "*" = everyone). Every agent changes its own memories; '
                          "identity and directive entries only their author changes."),
     ] = {}
+    private_collections: Annotated[
+        list[str],
+        Meta(description="Collections whose entries only their author sees and changes: memory_search, memory_get, "
+                         "memory_list_collections, memory_stats and the dashboard show each agent only its own, "
+                         "and no [memory] editors grant reaches into them. Default: the session transcripts "
+                         "the sessions plugin indexes."),
+    ] = msgspec.field(default_factory=lambda: ["sessions"])
+    recall_min_similarity: Annotated[
+        float, Meta(ge=0.0, le=1.0,
+                    description="Similarity in meaning (cosine, 0-1) a memory needs to be added to a prompt by the "
+                                "sessions plugin's prompt hook, or to a session's briefing from outside its project. "
+                                "Measured with the default model: prompts about a stored fact score 0.55-0.88, "
+                                "unrelated prompts at most 0.43.")
+    ] = 0.45
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
     max_concurrent_per_agent: Annotated[
         int, Meta(ge=1, description="Memory tool calls one agent may have running at once (the server runs up to "

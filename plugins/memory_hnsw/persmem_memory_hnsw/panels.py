@@ -1,5 +1,6 @@
 """The memory plugin's dashboard panels: Overview (stat cards, donuts, timeline) and Memories (the same
-hybrid search as memory_search, filters, versions). Plain data and templates: no web framework here."""
+hybrid search as memory_search, filters, versions). Plain data and templates: no web framework here.
+In a private collection (`[memory] private_collections`) both show the logged-in agent's own entries only."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections import Counter
 from datetime import UTC, datetime
 from importlib import resources
 
-from .query import parse_filters
-from .records import public, public_version
+from .permissions import is_private, own_filters
+from .query import Filters, parse_filters
+from .records import public, public_version, summarize
 from .service import service
 
 
@@ -32,9 +34,8 @@ def overview(view) -> dict:
         return {"collections": names, "collection": name, "stats": {"count": 0, "projects": {}, "types": {},
                 "unique_tags": 0, "average_chars": 0}, "top_tags": {}, "timeline": {}, "oldest": None, "newest": None}
     col = memories.collection(name)
-    stats = col.stats()
-    with col.lock.gen_rlock():
-        days = Counter(datetime.fromtimestamp(m.created, UTC).date() for m in col.memories.values())
+    stats, heads = _stats(view, col)
+    days = Counter(datetime.fromtimestamp(m.created, UTC).date() for m in heads)
     timeline = {}
     if days:
         now = time.time()  # from the first day stored (at most 90 days back, at least 14 days shown)
@@ -50,16 +51,29 @@ def overview(view) -> dict:
             "oldest": stats["oldest"], "newest": stats["newest"]}
 
 
+def _stats(view, col) -> tuple[dict, list]:
+    """The collection's counts and its memories' heads, as the logged-in agent may see them."""
+    if is_private(col.config, col.name):
+        heads = col.matching(Filters(author=view.agent))
+        return {"collection": col.name, **summarize(heads)}, heads
+    with col.lock.gen_rlock():
+        heads = list(col.memories.values())
+    return col.stats(), heads
+
+
 def browse(view) -> dict:
     memories, names, name = _collection(view)
     empty = {"projects": [], "types": [], "authors": [], "results": [], "caption": "No memories yet."}
     if name not in memories.collections():
         return empty
     col = memories.collection(name)
-    stats = col.stats()
+    stats, _ = _stats(view, col)
     facets = {"projects": sorted(stats["projects"]), "types": sorted(stats["types"]), "authors": sorted(stats["authors"])}
     filters = parse_filters(project=view.param("project"), memory_type=view.param("type"), tags=view.param("tag"),
                             author=view.param("author"), since=view.param("since"), until=view.param("until"))
+    filters = own_filters(col.config, name, view.agent, filters)
+    if filters is None:  # another agent's entries of a private collection
+        return {**facets, "results": [], "caption": "No memories: this collection shows only your own."}
     query = view.param("q")
     if query:  # the same hybrid search as memory_search
         found = memories.search(name, query[:2000], top_k=20, filters=filters)

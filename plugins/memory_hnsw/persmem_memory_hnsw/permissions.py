@@ -1,4 +1,5 @@
-"""Who may change a memory: its author, or an agent that `[memory] editors` grants over that author.
+"""Who may see and change a memory: its author, or an agent that `[memory] editors` grants over that author;
+in a private collection (`[memory] private_collections`), only its author.
 
 Identity and directive entries are what chorus_init pins into their author's sessions as the agent's own
 voice, so only their author changes them, whatever the grants: an editor could otherwise put words in
@@ -7,8 +8,11 @@ another agent's mouth. An operator who must fix one asks that agent, or connects
 
 from __future__ import annotations
 
+import dataclasses
+
 from persmem_core import UserError
 
+from .query import Filters
 from .records import Head
 
 BOOTSTRAP_TYPES = frozenset({"identity", "directive"})
@@ -51,3 +55,42 @@ def pinned_for(agent: str, memory: Head) -> bool:
     """Whether chorus_init pins this bootstrap entry into `agent`'s session: only the agent's own. No grant and
     no tag lets one agent put an identity or directive into another's session."""
     return memory.author == agent
+
+
+# -- private collections: each agent sees and changes only its own entries -----------------------------------
+# Session transcripts are what one agent was told and said; no other agent reads them, and no editors grant
+# reaches into them. Another agent's entry is answered like a missing one: its id, author and existence stay
+# hidden too.
+
+def is_private(config, collection: str) -> bool:
+    return collection in config.private_collections
+
+
+def visible_to(config, collection: str, agent: str, memory: Head) -> bool:
+    """Whether `agent` may see (and, with a grant, change) `memory` of `collection`."""
+    return memory.author == agent or not is_private(config, collection)
+
+
+def no_such_memory(memory_id: str, collection: str) -> UserError:
+    """What a caller is told about an id it may not see: the same as for an id that does not exist."""
+    return UserError(f"no memory {memory_id!r} in collection {collection!r}; memory_search finds ids.")
+
+
+def check_visible(config, collection: str, agent: str, memory: Head | None, memory_id: str) -> None:
+    if memory is None or not visible_to(config, collection, agent, memory):
+        raise no_such_memory(memory_id, collection)
+
+
+def editors_in(config, collection: str) -> dict[str, list[str]]:
+    """The editors grants that apply in `collection`: none in a private one."""
+    return {} if is_private(config, collection) else config.editors
+
+
+def own_filters(config, collection: str, agent: str, filters: Filters) -> Filters | None:
+    """`filters` narrowed to `agent`'s own entries when `collection` is private; None when they ask for another
+    author's entries there (nothing the caller may see matches)."""
+    if not is_private(config, collection):
+        return filters
+    if filters.author not in (None, agent):
+        return None
+    return dataclasses.replace(filters, author=agent)

@@ -1,4 +1,5 @@
-"""The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup and restore, and the hooks it adds.
+"""The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup and restore, the hooks it adds, and
+its answers to the sessions plugin's questions (optional hooks: that plugin may be absent; sessions_answers.py).
 
 Hook implementations only; the service (service.py) holds the plugin's state, in `host.state`. Nothing heavy
 is imported here: numpy, onnxruntime and hnswlib load when a hook needs them.
@@ -114,3 +115,37 @@ def restore(host, src):
 
     # No embedder: restoring copies logs and loads no model (the restored config's model may be elsewhere).
     restore_memory(MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), embedder=None), src)
+
+
+# -- the sessions plugin's questions (its hookspecs.py); called from its worker thread and its web routes ----
+
+@hookimpl(optionalhook=True)
+def index_session_turns(host, agent, turns):
+    from .service import service
+    from .sessions_answers import index_turns
+
+    return index_turns(service(host), agent, turns)
+
+
+@hookimpl(optionalhook=True)
+def search_session_turns(host, agent, query, project, session_id, top_k):
+    from .service import service
+    from .sessions_answers import search_turns
+
+    return search_turns(service(host), agent, query, project, session_id, top_k)
+
+
+@hookimpl(optionalhook=True)
+def briefing_sections(host, agent, project, cwd, budget_chars):
+    from .service import service
+    from .sessions_answers import briefing
+
+    return briefing(service(host), agent, project, cwd, budget_chars)
+
+
+@hookimpl(optionalhook=True)
+def recall_for_prompt(host, agent, project, prompt, exclude_ids, top_k):
+    from .service import service
+    from .sessions_answers import recall
+
+    return recall(service(host), agent, project, prompt, exclude_ids, top_k)

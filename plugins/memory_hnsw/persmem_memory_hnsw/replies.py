@@ -119,8 +119,9 @@ def shaped_content(content: str, query_terms: set[str], width: int) -> dict:
 # -- memory_search ------------------------------------------------------------------------------------------
 
 def search_reply(query: str, collection: str, hits: list[Hit], config: MemoryConfig, *, searched_chars: int,
-                 verbose: bool = False, took_ms: float | None = None) -> dict:
-    """memory_search's reply for `hits` (best first): the floor, passages and the size budget applied."""
+                 verbose: bool = False, took_ms: float | None = None, marks=None) -> dict:
+    """memory_search's reply for `hits` (best first): the floor, passages and the size budget applied.
+    `marks(memory)` gives fields added to a hit (a session turn's session and index), counted in the budget."""
     reply: dict = {"query": echo(query), "collection": collection, "count": 0, "results": []}
     notes = []
     if len(query) > searched_chars:
@@ -135,11 +136,11 @@ def search_reply(query: str, collection: str, hits: list[Hit], config: MemoryCon
     width = max(MIN_PASSAGE_CHARS, min(config.search_passage_chars, per_hit))
     terms = set(_terms(query[:searched_chars]))
     for n, hit in enumerate(kept):
-        item = _search_hit(hit, terms, width, verbose)
+        item = _search_hit(hit, terms, width, verbose, marks)
         reply["results"].append(item)
         over = reply_chars(reply) - (budget - 400)
         if over > 0 and n == 0 and item.get("truncated"):  # the best hit always comes back: shorter, not dropped
-            reply["results"][0] = item = _search_hit(hit, terms, max(MIN_PASSAGE_CHARS, width - over), verbose)
+            reply["results"][0] = item = _search_hit(hit, terms, max(MIN_PASSAGE_CHARS, width - over), verbose, marks)
         elif over > 0:
             reply["results"].pop()
             left = len(kept) - n
@@ -173,10 +174,12 @@ def above_floor(hits: list[Hit], floor: float) -> list[Hit]:
             or (top_dense > 0 and h.dense is not None and h.dense >= dense_floor)]
 
 
-def _search_hit(hit: Hit, terms: set[str], width: int, verbose: bool) -> dict:
+def _search_hit(hit: Hit, terms: set[str], width: int, verbose: bool, marks=None) -> dict:
     memory = hit.memory
     item = {"id": memory.id, "score": round(hit.score, 3), **shaped_content(memory.content, terms, width)}
     item.update(_fields(memory))
+    if marks is not None:
+        item.update(marks(memory))
     if verbose:
         item.update({"collection": memory.collection, "editor": made_by(memory.version, memory.editor, memory.author),
                      "content_hash": memory.content_hash,

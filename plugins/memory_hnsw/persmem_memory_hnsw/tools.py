@@ -14,11 +14,13 @@ from persmem_core import CallContext, UserError
 
 from .collection import NewMemory
 from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
-from .permissions import BOOTSTRAP_TYPES, check_bootstrap_owner, pinned_for
+from .permissions import (BOOTSTRAP_TYPES, check_bootstrap_owner, check_visible, editors_in, is_private, own_filters,
+                          pinned_for, visible_to)
 from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags, shown
-from .records import iso, new_id, public, public_version
+from .records import iso, new_id, public, public_version, summarize
 from .replies import memory_list, search_reply
 from .service import MemoryService, check_collection_name, service
+from .sessions_answers import SESSIONS, session_hits, turn_fields
 
 MAX_TOP_K = 20
 SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
@@ -26,11 +28,6 @@ SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder re
 
 def _service(call: CallContext) -> MemoryService:
     return service(call.host)
-
-
-def _editors(call: CallContext) -> dict[str, list[str]]:
-    """`[memory] editors`: who may change memories written by whom (permissions.py)."""
-    return call.host.section("memory").editors
 
 
 def memory_store(
@@ -125,6 +122,7 @@ def memory_search(
     recency_weight: float = 0.0,
     mode: str = "hybrid",
     verbose: bool = False,
+    include_sessions: bool = False,
     call: CallContext = None,
 ) -> dict:
     """Find memories by meaning and by words (hybrid semantic + BM25 search), best first.
@@ -139,6 +137,10 @@ def memory_search(
     - recency_weight: 0 (default) ignores age; up to 1 favours recent memories.
     - mode: "hybrid" (default), "dense" (meaning only) or "lexical" (words only).
     - verbose: also return internals (content_hash, distance, lexical_score, editor, timings); rarely useful.
+    - include_sessions: also search your own past sessions' turns (what you and the user said in Claude Code or
+      Codex sessions, archived by the sessions plugin), with the same filters; they are merged with the memories
+      by score and marked with session_id, index (the turn's place in the session), client and role.
+      session_read(session_id, offset=index) shows the conversation around one. Only your own sessions.
     Returns {"query" (cut when long), "collection", "count", "results", "note"?, "hint"?}. Each result has id,
     score (1 = the best match), content, project, type, tags, author, created, updated, version. A long memory's
     content is its best matching passage, with truncated=true, full_chars and shown_chars (start, end);
@@ -152,8 +154,8 @@ def memory_search(
         raise UserError(f"mode must be hybrid, dense or lexical, got {shown(mode)}.")
     if not 0.0 <= recency_weight <= 1.0:
         raise UserError(f"recency_weight must be between 0 and 1, got {recency_weight}.")
-    filters = parse_filters(project=project, memory_type=memory_type, author=author, tags=tags, since=since,
-                            until=until)
+    asked = parse_filters(project=project, memory_type=memory_type, author=author, tags=tags, since=since,
+                          until=until)
     memories = _service(call)
     config = call.host.section("memory")
     collections = memories.collections()
@@ -161,23 +163,48 @@ def memory_search(
         check_collection_name(collection)
         reply = search_reply(query, collection, [], config, searched_chars=SEARCHED_QUERY_CHARS)
         return {**reply, "hint": did_you_mean("collection", collection, collections)}
+    filters = own_filters(config, collection, call.agent, asked)  # None: another's entries of a private one
     start = time.perf_counter()
-    hits = memories.search_hits(collection, query[:SEARCHED_QUERY_CHARS], top_k=top_k, filters=filters, mode=mode,
-                                recency_weight=recency_weight)
+    hits = [] if filters is None else memories.search_hits(
+        collection, query[:SEARCHED_QUERY_CHARS], top_k=top_k, filters=filters, mode=mode,
+        recency_weight=recency_weight)
+    marks = None
+    if include_sessions and collection != SESSIONS:
+        turns = session_hits(memories, call.agent, query, top_k=top_k, filters=asked)
+        hits = sorted([*hits, *turns], key=lambda hit: hit.score, reverse=True)[:top_k]
+        marks = _session_marks
     took_ms = round((time.perf_counter() - start) * 1000, 2)
     reply = search_reply(query, collection, hits, config, searched_chars=SEARCHED_QUERY_CHARS, verbose=verbose,
-                         took_ms=took_ms)
-    if not hits and filters.active():
-        hint = _unknown_names_hint(collections[collection], filters)
+                         took_ms=took_ms, marks=marks)
+    if not hits and asked.active():
+        hint = _unknown_names_hint(collections[collection], asked, config, call.agent)
         if hint:
             reply["hint"] = hint
     return reply
 
 
-def _unknown_names_hint(col, filters: Filters) -> str | None:
+def _session_marks(memory) -> dict:
+    """What marks a session turn among memory_search's results."""
+    return {"session_turn": True, **turn_fields(memory)} if memory.collection == SESSIONS else {}
+
+
+def _names_in_use(col, config, agent: str) -> dict[str, set[str]]:
+    """The names a collection's memories use, as `agent` may see them (its own only, in a private one)."""
+    if not is_private(config, col.name):
+        return col.names_in_use()
+    used = {"project": set(), "memory_type": set(), "author": set(), "tag": set()}
+    for m in col.matching(Filters(author=agent)):
+        used["project"].add(m.project)
+        used["memory_type"].add(m.type)
+        used["author"].add(m.author)
+        used["tag"].update(m.tags)
+    return used
+
+
+def _unknown_names_hint(col, filters: Filters, config, agent: str) -> str | None:
     """Why a filtered search or count found nothing, when a filter names what no memory uses: the closest
     existing names. None when every name exists (nothing matched them all together)."""
-    used = col.names_in_use()
+    used = _names_in_use(col, config, agent)
     hints = [did_you_mean(what, value, used[what])
              for what, value in (("project", filters.project), ("memory_type", filters.type),
                                  ("author", filters.author)) if value and value not in used[what]]
@@ -190,7 +217,9 @@ def memory_get(memory_id: str, collection: str = "memories", include_history: bo
                call: CallContext = None) -> dict:
     """Read one memory by id; with include_history, also its previous versions (oldest first).
     `author` is who wrote the memory, `editor` who made each version (null: not recorded, an older store)."""
-    memory = _service(call).collection(collection).get(memory_id)
+    col = _service(call).collection(collection)
+    memory = col.get(memory_id)
+    check_visible(call.host.section("memory"), collection, call.agent, memory, memory_id)
     result = public(memory)
     if include_history:
         result["history"] = [public_version(v) for v in memory.history]
@@ -206,8 +235,11 @@ def memory_update(memory_id: str, content: str | None = None, tags: str | None =
     and identity and directive entries only their author."""
     if content is None and tags is None and memory_type is None and project is None:
         raise UserError("nothing to update: pass content, tags, memory_type or project.")
-    memory = _service(call).collection(collection).update(
-        memory_id, editor=call.agent, editors=_editors(call), content=content,
+    col = _service(call).collection(collection)
+    config = call.host.section("memory")
+    check_visible(config, collection, call.agent, col.memories.get(memory_id), memory_id)
+    memory = col.update(
+        memory_id, editor=call.agent, editors=editors_in(config, collection), content=content,
         tags=None if tags is None else parse_tags(tags),
         type=None if memory_type is None else parse_label(memory_type, "memory_type"),
         project=None if project is None else parse_label(project, "project"),
@@ -219,7 +251,10 @@ def memory_delete(memory_id: str, collection: str = "memories", call: CallContex
     """Delete one memory by id (it stops appearing in searches; the deletion is logged with your name).
     You may delete memories you wrote; others' only if the operator granted it ([memory] editors), and identity
     and directive entries only their author."""
-    memory = _service(call).collection(collection).delete(memory_id, by=call.agent, editors=_editors(call))
+    col = _service(call).collection(collection)
+    config = call.host.section("memory")
+    check_visible(config, collection, call.agent, col.memories.get(memory_id), memory_id)
+    memory = col.delete(memory_id, by=call.agent, editors=editors_in(config, collection))
     return {"status": "deleted", "id": memory.id}
 
 
@@ -234,18 +269,30 @@ def memory_stats(collection: str = "memories", project: str | None = None, call:
         return {"collection": collection, "count": 0, "projects": {}, "types": {}, "tags": {},
                 "hint": did_you_mean("collection", collection, collections)}
     col = collections[collection]
-    stats = col.stats(project)
+    config = call.host.section("memory")
+    if is_private(config, collection):  # the caller's own entries only (no log size: that counts everyone's)
+        stats = {"collection": collection, **summarize(col.matching(Filters(author=call.agent, project=project))),
+                 "private": True}
+    else:
+        stats = col.stats(project)
     for key in ("oldest", "newest"):
         stats[key] = iso(stats[key]) if stats[key] else None
     if project and not stats["count"]:
-        stats["hint"] = did_you_mean("project", project, col.names_in_use()["project"])
+        stats["hint"] = did_you_mean("project", project, _names_in_use(col, config, call.agent)["project"])
     return stats
 
 
 def memory_list_collections(call: CallContext = None) -> dict:
-    """List collections and how many memories each holds."""
-    collections = _service(call).collections()
-    return {"collections": [{"name": name, "count": len(c.memories)} for name, c in sorted(collections.items())]}
+    """List collections and how many memories each holds. In a private collection (each agent sees only its
+    own entries, like `sessions`, your archived session turns) the count is of your own, marked private."""
+    config = call.host.section("memory")
+    listed = []
+    for name, col in sorted(_service(call).collections().items()):
+        if is_private(config, name):
+            listed.append({"name": name, "count": len(col.matching(Filters(author=call.agent))), "private": True})
+        else:
+            listed.append({"name": name, "count": len(col.memories)})
+    return {"collections": listed}
 
 
 def chorus_init(agent: str = "", project: str = "general", call: CallContext = None) -> dict:
@@ -262,7 +309,8 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     config = call.host.section("memory")
     col = _service(call).collection("memories")
     pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(me, m))
-    handoffs = col.recent(types={"handoff"}, project=project, limit=3)
+    handoffs = col.recent(types={"handoff"}, project=project, limit=3,
+                          predicate=lambda m: visible_to(config, "memories", me, m))
     inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
     pinned = sorted(pinned, key=lambda m: (m.type, m.created))
     # Pinned entries are the agent's own voice: whole when they fit in half the reply budget together.
@@ -277,7 +325,7 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     if any(item.get("truncated") for item in (*reply["pinned"], *reply["handoffs"])):
         reply["note"] = "Entries marked truncated show their start only; memory_get(memory_id) returns the whole."
     if not handoffs:
-        projects = col.names_in_use()["project"]
+        projects = _names_in_use(col, config, me)["project"]
         if projects and project not in projects:
             reply["hint"] = did_you_mean("project", project, projects)
     return reply

@@ -1,0 +1,266 @@
+"""The memory plugin's answers to the sessions plugin (its hookspecs.py): session turns indexed in their own
+private collection and searched back, a session's briefing, the memories a prompt recalls.
+
+Turns live in the collection `sessions`, one memory per turn: a deterministic id (from the agent, the client,
+the session and the turn's index, so a turn indexed twice is stored once), the agent as author, the role as
+type, tags "session:<id>" and "client:<c>", the turn's time as created, and the working folder plus the
+neighbouring turns' text as the keyword-only context. `[memory] private_collections` keeps each agent's turns
+its own (permissions.py). The curated `memories` collection is what briefings and recall draw on: never turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import re
+import threading
+from pathlib import PurePath
+
+from persmem_core import UserError
+
+from .collection import Hit, NewMemory
+from .contexts import neighbour_contexts
+from .permissions import BOOTSTRAP_TYPES, own_filters, pinned_for, visible_to
+from .query import Filters
+from .records import Memory, iso, parse_iso
+from .replies import above_floor, shaped_content
+from .service import MemoryService
+
+log = logging.getLogger("persmem.memory.sessions")
+
+SESSIONS = "sessions"  # the collection of session turns
+MEMORIES = "memories"  # the curated memories briefings and recall draw on
+INDEX_BATCH = 128  # turns embedded and logged per durable write
+TURN_CONTEXT_CHARS = 300  # neighbouring turns' text indexed with a turn (keyword search only)
+SEARCHED_CHARS = 4000  # a query's or a prompt's start that is searched
+RECALL_MIN_WORDS = 3  # "yes", "go on", "hello": too little said to recall anything by
+RECALL_PASSAGE_CHARS = 800  # the part of a recalled memory handed to a prompt
+TURN_ID_RE = re.compile(r"^turn-(?P<client>[a-z]+)-[0-9a-f]{16}-(?P<index>\d+)$")
+
+# The sessions plugin indexes from one worker thread; a second caller (a restart's resume, a test) waits, so
+# "which ids are new" and storing them happen as one step.
+_index_lock = threading.Lock()
+
+
+# -- indexing -----------------------------------------------------------------------------------------------
+
+def turn_id(agent: str, client: str, session_id: str, index: int) -> str:
+    """The memory id of a turn: the same turn always gets the same id (the session id is hashed: it may be
+    longer than an id may be, and holds characters ids do not)."""
+    digest = hashlib.blake2b(f"{agent}\0{client}\0{session_id}".encode(), digest_size=8).hexdigest()
+    return f"turn-{client}-{digest}-{index}"
+
+
+def index_turns(memories: MemoryService, agent: str, turns: list[dict]) -> int:
+    """Store `agent`'s `turns` in `sessions`, each once; how many were new."""
+    items = _new_memories(memories.config, agent, turns)
+    if not items:
+        return 0
+    new = 0
+    with _index_lock:
+        col = memories.collection(SESSIONS)
+        for start in range(0, len(items), INDEX_BATCH):
+            batch = items[start:start + INDEX_BATCH]
+            fresh = [item for item in batch if item.memory_id not in col.memories]
+            if not fresh:
+                continue
+            try:
+                results = col.store(fresh, author=agent, dedup=False)
+            except UserError:  # an id was taken meanwhile by a memory_store naming it: store the rest
+                fresh = [item for item in fresh if item.memory_id not in col.memories]
+                results = col.store(fresh, author=agent, dedup=False) if fresh else []
+            new += sum(result["status"] == "stored" for result in results)
+    return new
+
+
+def _new_memories(config, agent: str, turns: list[dict]) -> list[NewMemory]:
+    """The memories of the turns worth storing (a turn with no text has nothing to find), in the order given;
+    each session's consecutive turns give each other keyword context."""
+    items = []
+    for turn in turns:
+        try:
+            item = _turn_memory(config, agent, turn)
+        except (KeyError, TypeError, ValueError) as exc:  # one malformed turn must not stall the worker
+            log.warning("session turn not indexed (%s: %s)", type(exc).__name__, exc)
+            continue
+        if item is not None:
+            items.append((turn, item))
+    by_session = itertools.groupby(items, key=lambda pair: (pair[0]["client"], pair[0]["session_id"]))
+    for _, run in by_session:
+        run = list(run)
+        contexts = neighbour_contexts([item.content for _, item in run], TURN_CONTEXT_CHARS)
+        for (turn, item), context in zip(run, contexts, strict=True):
+            item.context = f"{_one_line(turn.get('cwd', ''))}\n{context}"
+    return [item for _, item in items]
+
+
+def _turn_memory(config, agent: str, turn: dict) -> NewMemory | None:
+    text = turn["text"].strip()
+    if not text:
+        return None
+    client, session_id, index = turn["client"], turn["session_id"], int(turn["index"])
+    if not re.fullmatch(r"[a-z]+", client) or index < 0:
+        raise ValueError(f"client {client!r}, index {index}")
+    created = None
+    if turn.get("time"):
+        try:
+            created = parse_iso(turn["time"])
+        except ValueError:
+            created = None  # a turn without a readable time is stored at the time it is indexed
+    return NewMemory(content=text[:config.max_content_chars], project=(turn.get("project") or "general")[:64],
+                     type=turn.get("role") or "turn", tags=[f"session:{session_id}", f"client:{client}"],
+                     memory_id=turn_id(agent, client, session_id, index), created=created)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+# -- reading turns back -------------------------------------------------------------------------------------
+
+def turn_fields(memory: Memory) -> dict:
+    """A session turn's own fields (its session, client, index, role), read from its id and tags."""
+    tags = dict(tag.split(":", 1) for tag in memory.tags if ":" in tag)
+    match = TURN_ID_RE.match(memory.id)
+    return {"session_id": tags.get("session", ""), "client": tags.get("client", ""),
+            "index": int(match["index"]) if match else -1, "role": memory.type}
+
+
+def as_turn(memory: Memory) -> dict:
+    """A stored turn as the sessions plugin's hookspecs describe it."""
+    return {**turn_fields(memory), "text": memory.content, "time": iso(memory.created),
+            "cwd": memory.context.split("\n", 1)[0], "project": memory.project}
+
+
+def session_hits(memories: MemoryService, agent: str, query: str, *, top_k: int, filters: Filters) -> list[Hit]:
+    """`agent`'s own turns best matching `query` (whatever `filters` say of authors), best first."""
+    if SESSIONS not in memories.collections():
+        return []
+    filters = Filters(project=filters.project, type=filters.type, tags=filters.tags, since=filters.since,
+                      until=filters.until, author=agent)
+    return memories.search_hits(SESSIONS, query[:SEARCHED_CHARS], top_k=top_k, filters=filters)
+
+
+def search_turns(memories: MemoryService, agent: str, query: str, project: str, session_id: str,
+                 top_k: int) -> list[dict]:
+    filters = Filters(project=project or None, tags=[f"session:{session_id}"] if session_id else [])
+    hits = above_floor(session_hits(memories, agent, query, top_k=top_k, filters=filters),
+                       memories.config.search_min_relative_score)
+    return [{**as_turn(hit.memory), "score": round(hit.score, 3)} for hit in hits]
+
+
+# -- recall: memories relevant to a prompt ------------------------------------------------------------------
+
+def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclude_ids, top_k: int) -> list[dict]:
+    """The curated memories relevant to `prompt`, those of `project` first: only those whose similarity in
+    meaning reaches `[memory] recall_min_similarity` (an absolute bar: the fused search score only ranks, it
+    says nothing about relevance), never an identity or directive entry (those are their author's voice)."""
+    if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or MEMORIES not in memories.collections():
+        return []
+    exclude = set(exclude_ids or ())
+    floor = memories.config.recall_min_similarity
+    pool = top_k + min(len(exclude), 40) + 5
+    found: dict[str, Hit] = {}
+    for filters in (Filters(project=project or None), Filters()):  # the project's first, then everyone's
+        for hit in _relevant(memories, agent, prompt, filters, pool, floor):
+            if hit.memory.id not in exclude:
+                found.setdefault(hit.memory.id, hit)
+        if len(found) >= top_k or not project:
+            break
+    return [{"id": hit.memory.id, "text": shaped_content(hit.memory.content, set(), RECALL_PASSAGE_CHARS)["content"],
+             "score": round(hit.dense, 3), "project": hit.memory.project} for hit in list(found.values())[:top_k]]
+
+
+def _relevant(memories: MemoryService, agent: str, text: str, filters: Filters, pool: int,
+              floor: float) -> list[Hit]:
+    """Hits of `memories` for `text` that `agent` may see, at or above `floor` in meaning, bootstrap entries
+    left out, by similarity."""
+    filters = own_filters(memories.config, MEMORIES, agent, filters)
+    if filters is None:
+        return []
+    hits = memories.search_hits(MEMORIES, text[:SEARCHED_CHARS], top_k=pool, filters=filters)
+    hits = [hit for hit in hits if hit.dense is not None and hit.dense >= floor
+            and hit.memory.type not in BOOTSTRAP_TYPES]
+    return sorted(hits, key=lambda hit: hit.dense, reverse=True)
+
+
+# -- the briefing a session starts with ---------------------------------------------------------------------
+
+# Shares of the whole briefing's size: pinned entries are the agent's own voice and come whole first; mail
+# (the mail plugin's section) takes about a tenth.
+PINNED_SHARE, HANDOFF_SHARE, RELEVANT_SHARE = 0.35, 0.25, 0.25
+RELEVANT_MAX = 6  # memories listed as relevant to the project
+ITEM_MIN_CHARS = 160  # an entry shows at least this much, or is left out
+
+
+def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget_chars: int) -> list[dict]:
+    """The memory plugin's briefing sections: the agent's identity and directive entries, the project's latest
+    handoff, the memories most relevant to the project and the working folder. Empty ones are left out."""
+    if MEMORIES not in memories.collections():
+        return []
+    config = memories.config
+    col = memories.collection(MEMORIES)
+    pinned = sorted(col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(agent, m)),
+                    key=lambda m: (m.type != "identity", m.type, m.created))  # who the agent is, first
+    sections = []
+    if pinned:
+        sections.append(_section("Your identity and directives", pinned, int(budget_chars * PINNED_SHARE), 0))
+    handoffs = col.recent(types={"handoff"}, project=project, limit=1,
+                          predicate=lambda m: visible_to(config, MEMORIES, agent, m)) if project else []
+    if handoffs:
+        sections.append(_section(f"Latest handoff in project {project}", handoffs,
+                                 int(budget_chars * HANDOFF_SHARE), 1))
+    shown = {m.id for m in (*pinned, *handoffs)}
+    relevant = [m for m in _project_memories(memories, agent, project, cwd) if m.id not in shown][:RELEVANT_MAX]
+    if relevant:
+        sections.append(_section(f"Memories relevant to {project or 'this folder'}", relevant,
+                                 int(budget_chars * RELEVANT_SHARE), 3))
+    return [section for section in sections if section["text"]]
+
+
+def _project_memories(memories: MemoryService, agent: str, project: str, cwd: str) -> list[Memory]:
+    """The memories most relevant to `project` and the working folder: the project's own best matches for its
+    name and the folder's names (recent ones favoured), then others' whose meaning is close to them."""
+    words = [project, *_folder_words(cwd)]
+    query = " ".join(dict.fromkeys(word for word in words if word))
+    if not query:
+        return []
+    config = memories.config
+    found: list[Memory] = []
+    if project:
+        filters = own_filters(config, MEMORIES, agent, Filters(project=project))
+        if filters is not None:
+            hits = memories.search_hits(MEMORIES, query, top_k=RELEVANT_MAX * 3, filters=filters, recency_weight=0.3)
+            found += [hit.memory for hit in hits if hit.memory.type not in BOOTSTRAP_TYPES | {"handoff"}]
+    if len(found) < RELEVANT_MAX:
+        others = _relevant(memories, agent, query, Filters(), RELEVANT_MAX * 3, config.recall_min_similarity)
+        found += [hit.memory for hit in others if hit.memory.type != "handoff" and hit.memory.project != project]
+    return found
+
+
+def _folder_words(cwd: str) -> list[str]:
+    """The last few folder names of the working folder (where the project's own words are)."""
+    parts = [part for part in PurePath(cwd or "/").parts[1:] if part and not part.startswith(".")]
+    return parts[-3:]
+
+
+def _section(title: str, items: list[Memory], chars: int, priority: int) -> dict:
+    """A briefing section listing `items` within `chars`: each whole when it fits its share (what a short one
+    leaves goes to the next), else cut and pointing to memory_get; one that cannot show ITEM_MIN_CHARS is left
+    out, and the section says so."""
+    lines, ids, left = [], [], chars
+    for n, memory in enumerate(items):
+        share = left // (len(items) - n)
+        cut = f" ({memory.type}, {iso(memory.updated)[:10]}, id {memory.id}; memory_get {memory.id} for the whole)"
+        shown = shaped_content(memory.content, set(), max(ITEM_MIN_CHARS, share - len(cut) - 4))
+        tail = cut if shown.get("truncated") else f" ({memory.type}, {iso(memory.updated)[:10]}, id {memory.id})"
+        line = f"- {shown['content']}{tail}"
+        if len(line) + 1 > left:
+            if lines:
+                lines.append(f"- ({len(items) - n} more left out for space)")
+            break
+        lines.append(line)
+        ids.append(memory.id)
+        left -= len(line) + 1
+    return {"title": title, "text": "\n".join(lines), "priority": priority, "memory_ids": ids}
