@@ -1,6 +1,6 @@
 """The AMQ plugin's hooks: config, tools, the /amq HTTP endpoint, CLI, lifecycle, doctor, backup and restore,
-and the answer to the memory plugin's `inbox_summary` question (a hook, not an import). The mail store itself is
-the service (service.py), kept in `host.state` from startup to shutdown."""
+the answers to the memory plugin's `inbox_summary` and the sessions plugin's `briefing_sections` (hooks, not
+imports). The mail store itself is the service (service.py), kept in `host.state` from startup to shutdown."""
 
 from __future__ import annotations
 
@@ -65,6 +65,16 @@ def inbox_summary(host, agent):
     from .service import inbox_summary, service
 
     return inbox_summary(service(host), agent)
+
+
+@hookimpl(optionalhook=True)
+def briefing_sections(host, agent, project, cwd, budget_chars):
+    """The sessions plugin's briefing at a session's start: the Mail section (unread count, newest senders and
+    subjects). Nothing is marked read."""
+    from .service import briefing_section, service
+
+    section = briefing_section(service(host), agent, budget_chars)
+    return [section] if section else []
 
 
 @hookimpl

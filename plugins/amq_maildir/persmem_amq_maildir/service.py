@@ -15,6 +15,8 @@ from .store import MailStore, full
 NAME = "amq_maildir"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "amq"  # the default mail root, <home>/amq
 SUMMARY_MESSAGES = 10  # the newest unread messages inbox_summary hands over with their bodies
+BRIEFING_MESSAGES = 5  # the newest unread messages a session's briefing names (sender and subject)
+BRIEFING_SHARE = 0.1  # of the whole briefing's size
 
 
 def mail_root(host) -> Path:
@@ -36,3 +38,28 @@ def inbox_summary(store: MailStore, agent: str) -> dict:
     entries.sort(key=lambda e: e.message.header.created, reverse=True)
     return {"available": True, "unread": len(entries), "messages": [full(e) for e in entries[:SUMMARY_MESSAGES]],
             "note": "peeked, not marked read: amq_read each message you act on"}
+
+
+def briefing_section(store: MailStore, agent: str, budget_chars: int) -> dict | None:
+    """The Mail section of a session's briefing: how many messages `agent` has unread and who sent the newest,
+    about what (no bodies: amq_read gives them). None when nothing is unread. Nothing is marked read."""
+    entries, _ = store.box(agent).scan(("new",))
+    if not entries:
+        return None
+    entries.sort(key=lambda e: e.message.header.created, reverse=True)
+    left = max(300, int(budget_chars * BRIEFING_SHARE))
+    lines = [f"{len(entries)} unread message{'s' if len(entries) != 1 else ''} (amq_check lists them, amq_read "
+             "reads one):"]
+    left -= len(lines[0])
+    for entry in entries[:BRIEFING_MESSAGES]:
+        header = entry.message.header
+        start = f"\n- from {header.sender}, {header.created[:16]}: "
+        end = f" [{header.priority}]" if header.priority != "normal" else ""
+        room = min(120, left - len(start) - len(end))  # a long subject is cut rather than the message left out
+        if room < 20:
+            break
+        subject = " ".join(header.subject.split()) or "(no subject)"
+        subject = subject if len(subject) <= room else subject[:room - 1] + "…"
+        lines.append(f"{start[1:]}{subject}{end}")
+        left -= len(start) + len(subject) + len(end)
+    return {"title": "Unread mail", "text": "\n".join(lines), "priority": 2, "memory_ids": []}
