@@ -1,0 +1,332 @@
+"""The sessions of this host: the archive, what each session was already told, and the indexing worker.
+
+- `open_service(host)` opens it at startup (the `startup` hook puts it in `host.state`); `service(host)` is
+  how tools and routes get it (NotReady before startup or after shutdown); `close()` stops the worker.
+- Capture: the client hooks send a transcript's new lines (`capture`); they are redacted (redact.py), then
+  archived durably (archive.py) before the answer, and the session is queued for indexing.
+- Indexing: a background thread hands the new turns to the `index_session_turns` hook (the memory plugin
+  answers it) and records how far it got in the session's metadata (`indexed_lines`), so after a restart it
+  resumes from the archive. Without any plugin answering the hook, nothing is indexed and nothing is lost:
+  the marks stay where they are until one is installed.
+- Briefing and recall: built from the `briefing_sections` and `recall_for_prompt` hooks; the memory ids each
+  session received are remembered here (in memory only: a restart may repeat one), so recall never repeats
+  what this session already has.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections import OrderedDict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from persmem_core import UserError
+
+from . import archive
+from .archive import SessionMeta
+from .projects import project_for
+from .redact import redact_line
+from .transcripts import CLIENTS, cut, line_turns
+
+log = logging.getLogger("persmem.sessions")
+
+NAME = "sessions"  # the plugin's entry-point name: its key in host.state
+DATA_FOLDER = "sessions"  # <home>/sessions
+INDEX_LINES_PER_STEP = 500  # lines read, parsed and handed to the memory side at once
+RETRY_SECONDS = (1, 2, 5, 10, 30)  # waits after a failed indexing step (the memory plugin may still be starting)
+DELIVERED_SESSIONS = 2000  # sessions whose delivered memory ids are remembered (the oldest are forgotten)
+TITLE_CHARS = 120
+PROMPT_CHARS = 4000  # the start of a prompt is what recall searches with
+NOTHING_INDEXES = "nothing indexes"
+
+
+class CaptureConflict(UserError):
+    """A capture that does not start where the archive ends; the client resends from `lines`."""
+
+    def __init__(self, message: str, lines: int):
+        super().__init__(message)
+        self.lines = lines
+
+
+def data_folder(host) -> Path:
+    folder = host.data_dir(DATA_FOLDER)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+def open_service(host) -> SessionsService:
+    return SessionsService(host, data_folder(host)).start()
+
+
+def service(host) -> SessionsService:
+    return host.state.get(NAME)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class SessionsService:
+    def __init__(self, host, folder: Path):
+        self.host, self.folder = host, folder
+        self.config = host.section("sessions")
+        self._metas: dict[tuple[str, str, str], tuple[Path, SessionMeta]] = {}  # (agent, client, id)
+        self._locks: dict[tuple[str, str, str], threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._delivered: OrderedDict[tuple[str, str, str], set[str]] = OrderedDict()
+        self._pending: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._wake = threading.Condition(self._lock)
+        self._stopping = False
+        self._worker: threading.Thread | None = None
+        self.index_errors = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> SessionsService:
+        for base, meta in archive.scan(self.folder):
+            key = (meta.agent, meta.client, meta.session_id)
+            self._metas[key] = (base, meta)
+            if meta.indexed_lines < meta.lines:
+                self._pending[key] = None
+        self._worker = threading.Thread(target=self._index_loop, name="persmem-sessions-index", daemon=True)
+        self._worker.start()
+        return self
+
+    def close(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        if self._worker is not None:
+            self._worker.join(timeout=10)
+
+    def _session_lock(self, key) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
+
+    # -- capture --------------------------------------------------------------------------------------------
+    def line_count(self, agent: str, client: str, session_id: str) -> int:
+        entry = self._metas.get((agent, client, session_id))
+        return entry[1].lines if entry else 0
+
+    def capture(self, agent: str, client: str, session_id: str, cwd: str, first_line: int,
+                lines: list[str]) -> dict:
+        """Archive `lines` (the transcript's lines from `first_line` on), redacted, durably. A capture that
+        does not start at the archived count raises CaptureConflict naming it (nothing is written)."""
+        key = (agent, client, session_id)
+        cleaned, found = [], 0
+        for number, line in enumerate(lines):
+            line = line.removesuffix("\n").removesuffix("\r")
+            if "\n" in line or "\r" in line:
+                raise UserError(f"lines[{number}] holds a line break: send each JSONL line of the transcript as one "
+                                "item of `lines`, without its line break.")
+            text, count = redact_line(line)
+            cleaned.append(text)
+            found += count
+        with self._session_lock(key):
+            base, meta = self._metas.get(key) or self._new_session(agent, client, session_id, cwd)
+            if first_line != meta.lines:
+                raise CaptureConflict(f"this session has {meta.lines} lines archived, and this capture starts at "
+                                      f"line {first_line}: send the lines from {meta.lines} on.", meta.lines)
+            if cleaned:
+                self._add_turn_facts(meta, cleaned)
+                meta.redactions += found
+                meta.captures += 1
+                if cwd and not meta.cwd:
+                    meta.cwd = cwd
+                archive.append_lines(base, meta, cleaned)
+                self._metas[key] = (base, meta)
+                self._queue(key)
+        return {"archived": len(cleaned), "total_lines": meta.lines, "redactions": found, "project": meta.project}
+
+    def _new_session(self, agent, client, session_id, cwd) -> tuple[Path, SessionMeta]:
+        project = project_for(cwd, self.config.projects)
+        base = archive.base_path(self.folder, agent, project, client, session_id)
+        return base, SessionMeta(agent=agent, client=client, session_id=session_id, project=project, cwd=cwd)
+
+    def _add_turn_facts(self, meta: SessionMeta, lines: list[str]) -> None:
+        now = _now()
+        times = []
+        for line in lines:
+            for turn in line_turns(meta.client, line, self.config.tool_output_chars):
+                meta.turns += 1
+                if turn["time"]:
+                    times.append(turn["time"])
+                if not meta.title and turn["role"] == "user":
+                    meta.title = cut(" ".join(turn["text"].split()), TITLE_CHARS)
+        meta.first_time = meta.first_time or (times[0] if times else now)
+        meta.last_time = times[-1] if times else now
+
+    # -- indexing -------------------------------------------------------------------------------------------
+    def _queue(self, key) -> None:
+        with self._wake:
+            self._pending[key] = None
+            self._wake.notify_all()
+
+    def pending(self) -> int:
+        """Sessions with turns not indexed yet."""
+        with self._lock:
+            return len(self._pending)
+
+    def _index_loop(self) -> None:
+        failures = 0
+        while True:
+            with self._wake:
+                while not self._pending and not self._stopping:
+                    self._wake.wait()
+                if self._stopping:
+                    return
+                key = next(iter(self._pending))
+            try:
+                done = self._index_step(key)
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - the memory side failed or is not ready: retry later
+                self.index_errors += 1
+                wait = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+                failures += 1
+                log.warning("indexing session turns failed (%s: %s); retrying in %ss", type(exc).__name__,
+                            str(exc)[:200], wait)
+                with self._wake:
+                    self._wake.wait(timeout=wait)
+                continue
+            if done:
+                with self._wake:
+                    entry = self._metas.get(key)
+                    if done == NOTHING_INDEXES or entry is None or entry[1].indexed_lines >= entry[1].lines:
+                        self._pending.pop(key, None)
+
+    def _index_step(self, key) -> bool | str:
+        """Index the next lines of one session; True when it is all indexed, NOTHING_INDEXES when no plugin
+        answers the hook (the turns stay unindexed in the archive until one does: the next start resumes)."""
+        hook = self.host.hook.index_session_turns
+        if not hook.get_hookimpls():
+            return NOTHING_INDEXES
+        with self._session_lock(key):
+            base, meta = self._metas[key]
+            start, end, first_turn = meta.indexed_lines, min(meta.lines, meta.indexed_lines + INDEX_LINES_PER_STEP), \
+                meta.indexed_turns
+            snapshot = archive.SessionMeta(**{f: getattr(meta, f) for f in meta.__struct_fields__})
+        turns = []
+        for line in archive.read_lines(base, snapshot, start, end):
+            for turn in line_turns(meta.client, line, self.config.tool_output_chars):
+                turns.append(turn | {"session_id": meta.session_id, "client": meta.client,
+                                     "index": first_turn + len(turns), "cwd": meta.cwd, "project": meta.project})
+        if turns:
+            hook(host=self.host, agent=meta.agent, turns=turns)
+        with self._session_lock(key):
+            base, meta = self._metas[key]
+            meta.indexed_lines, meta.indexed_turns = end, first_turn + len(turns)
+            archive.write_meta(base, meta)
+            return meta.indexed_lines >= meta.lines
+
+    # -- reading --------------------------------------------------------------------------------------------
+    def sessions_of(self, agent: str, project: str = "") -> list[SessionMeta]:
+        """`agent`'s sessions (only in `project` when given), the latest first."""
+        metas = [meta for (owner, _, _), (_, meta) in list(self._metas.items())
+                 if owner == agent and (not project or meta.project == project)]
+        return sorted(metas, key=lambda m: (m.last_time, m.session_id), reverse=True)
+
+    def owns(self, agent: str, client, session_id) -> bool:
+        """Whether `agent` captured this session (a check on what the memory side answers)."""
+        return (agent, client, session_id) in self._metas
+
+    def find(self, agent: str, session_id: str, client: str = "") -> tuple[Path, SessionMeta]:
+        """One of `agent`'s sessions by id (another agent's is "no session", never a refusal that tells it
+        exists)."""
+        found = [self._metas[(agent, c, session_id)] for c in CLIENTS
+                 if (agent, c, session_id) in self._metas and (not client or c == client)]
+        if not found:
+            recent = ", ".join(repr(m.session_id) for m in self.sessions_of(agent)[:3])
+            raise UserError(f"you have no session {session_id[:70]!r}; session_list shows yours"
+                            + (f" (the latest: {recent})." if recent else " (there are none yet)."))
+        return max(found, key=lambda entry: entry[1].last_time)
+
+    def turns(self, agent: str, session_id: str, offset: int, limit: int, client: str = "") -> tuple[SessionMeta,
+                                                                                                         list[dict]]:
+        """Turns `offset` to `offset + limit` of one of `agent`'s sessions, each with its "index"."""
+        base, meta = self.find(agent, session_id, client)
+        turns: list[dict] = []
+        index = 0
+        for line in archive.read_lines(base, meta):
+            for turn in line_turns(meta.client, line, self.config.tool_output_chars):
+                if index >= offset:
+                    turns.append(turn | {"index": index})
+                index += 1
+                if len(turns) >= limit:
+                    return meta, turns
+        return meta, turns
+
+    def search(self, agent: str, query: str, project: str, session_id: str, top_k: int) -> list[dict] | None:
+        """`agent`'s own turns best matching `query` (the memory side searches), or None when nothing can."""
+        return self.host.hook.search_session_turns(host=self.host, agent=agent, query=query, project=project,
+                                                   session_id=session_id, top_k=top_k)
+
+    # -- briefing and recall ---------------------------------------------------------------------------------
+    def _delivered_to(self, agent: str, client: str, session_id: str) -> set[str]:
+        key = (agent, client, session_id)
+        with self._lock:
+            ids = self._delivered.setdefault(key, set())
+            self._delivered.move_to_end(key)
+            while len(self._delivered) > DELIVERED_SESSIONS:
+                self._delivered.popitem(last=False)
+            return ids
+
+    def briefing(self, agent: str, client: str, session_id: str, cwd: str) -> dict:
+        """The text a session starts with: the `briefing_sections` answers, most important first, within
+        [sessions] briefing_tokens (4 characters a token)."""
+        project = project_for(cwd, self.config.projects)
+        budget = self.config.briefing_tokens * 4
+        sections = []
+        try:
+            for answer in self.host.hook.briefing_sections(host=self.host, agent=agent, project=project, cwd=cwd,
+                                                           budget_chars=budget):
+                sections.extend(s for s in (answer or []) if isinstance(s, dict) and s.get("text"))
+        except Exception as exc:  # noqa: BLE001 - a failing section must not cost the whole briefing
+            log.warning("briefing_sections failed (%s: %s)", type(exc).__name__, str(exc)[:200])
+        sections.sort(key=lambda s: s.get("priority", 100))
+        parts, ids = [], []
+        used = 0
+        for section in sections:
+            block = f"## {section.get('title', '')}\n{section['text']}".strip()
+            room = budget - used - (2 if parts else 0)
+            if room < 80:
+                break
+            if len(block) > room:
+                block = block[: room - 16].rstrip() + "\n… [cut]"
+            parts.append(block)
+            used += len(block) + (2 if len(parts) > 1 else 0)
+            ids.extend(str(i) for i in section.get("memory_ids", []) or [])
+        context = "\n\n".join(parts)
+        self._delivered_to(agent, client, session_id).update(ids)
+        return {"context": context, "tokens": math.ceil(len(context) / 4), "project": project, "memory_ids": ids}
+
+    def recall(self, agent: str, client: str, session_id: str, cwd: str, prompt: str) -> dict:
+        """The memories relevant to `prompt` this session has not received yet (none below the answering
+        plugin's score floor), within [sessions] recall_chars."""
+        project = project_for(cwd, self.config.projects)
+        delivered = self._delivered_to(agent, client, session_id)
+        try:
+            hits = self.host.hook.recall_for_prompt(host=self.host, agent=agent, project=project,
+                                                    prompt=prompt[:PROMPT_CHARS], exclude_ids=sorted(delivered),
+                                                    top_k=self.config.recall_top_k)
+        except Exception as exc:  # noqa: BLE001 - recall is a help, never a failure of the prompt
+            log.warning("recall_for_prompt failed (%s: %s)", type(exc).__name__, str(exc)[:200])
+            hits = None
+        lines, ids = [], []
+        budget = self.config.recall_chars
+        header = "Memories that may help (persmem):"
+        used = len(header)
+        for hit in (hits or [])[: self.config.recall_top_k]:
+            memory_id = str(hit.get("id", ""))
+            if not memory_id or memory_id in delivered:
+                continue
+            line = f"- [{memory_id}] {' '.join(str(hit.get('text', '')).split())}"
+            room = budget - used - 1
+            if room < 60:
+                break
+            lines.append(cut(line, room - 40) if len(line) > room else line)
+            used += len(lines[-1]) + 1
+            ids.append(memory_id)
+        delivered.update(ids)
+        return {"context": "\n".join([header, *lines]) if lines else "", "memory_ids": ids}

@@ -1,0 +1,161 @@
+"""/sessions: what the client hooks (hook.py) call on the running server. JSON in, JSON out.
+
+Mounted with auth="agent": on the owner's local socket as the agent in `X-Persmem-Agent`, on the TCP port
+with the agent's bearer token. Everything is about the caller's own sessions.
+
+- GET  /sessions/capture/{client}/{session_id} -> {"lines": n}: lines of this session already archived
+- POST /sessions/capture {"client", "session_id", "cwd", "first_line", "lines": [str], "event"}
+       -> {"archived", "total_lines", "redactions", "project"}; 409 {"error", "lines"} when first_line is not
+       the archived count (resend from "lines"); the body must stay under MAX_CAPTURE_BYTES
+- POST /sessions/briefing {"client", "session_id", "cwd", "source"} -> {"context", "tokens", "project",
+       "memory_ids"}
+- POST /sessions/recall {"client", "session_id", "cwd", "prompt"} -> {"context", "memory_ids"}
+
+Errors are {"error": "..."}: 400 for a request that is not what is described here (naming the field), 409
+above, 413 for a body over the limit, 503 while the server starts or stops. Request contents are never
+logged: they are transcripts, and redaction happens in the service.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+import anyio
+import msgspec
+from msgspec import Meta
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from persmem_core import UserError
+from persmem_core.context import agent_of_scope
+from persmem_core.state import NotReady
+
+from .service import CaptureConflict, SessionsService
+
+MAX_CAPTURE_BYTES = 1024 * 1024  # one capture request's JSON; the hooks send longer transcripts in batches
+MAX_SMALL_BYTES = 64 * 1024  # briefing and recall requests
+SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+SESSION_ID_RE = re.compile(SESSION_ID_PATTERN)
+
+Client = Literal["claude", "codex"]
+SessionId = Annotated[str, Meta(pattern=SESSION_ID_PATTERN)]
+Cwd = Annotated[str, Meta(max_length=4096)]
+
+
+class CaptureRequest(msgspec.Struct, forbid_unknown_fields=True):
+    client: Client
+    session_id: SessionId
+    first_line: Annotated[int, Meta(ge=0)]
+    lines: list[str]
+    cwd: Cwd = ""
+    event: Annotated[str, Meta(max_length=64)] = ""
+
+
+class BriefingRequest(msgspec.Struct, forbid_unknown_fields=True):
+    client: Client
+    session_id: SessionId
+    cwd: Cwd = ""
+    source: Annotated[str, Meta(max_length=64)] = ""
+
+
+class RecallRequest(msgspec.Struct, forbid_unknown_fields=True):
+    client: Client
+    session_id: SessionId
+    prompt: Annotated[str, Meta(max_length=200_000)]
+    cwd: Cwd = ""
+
+
+FIELD_HELP = ('client is "claude" or "codex"; session_id is 1-128 letters, digits, ".", "_", ":" or "-"; '
+              "first_line a whole number from 0; lines a list of strings (the transcript's JSONL lines); cwd an "
+              "absolute folder up to 4096 characters")
+
+
+class RequestTooLarge(Exception):
+    pass
+
+
+def _error(message: str, status: int, **extra) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int, what: str) -> JSONResponse:
+    return _error(f"request body too large: a {what} request is at most {limit:,} bytes of JSON. Send the "
+                  "transcript's lines in several captures (each starting at the previous one's total_lines).",
+                  413, limit=limit)
+
+
+def build_app(get_service) -> Starlette:
+    def caller(request: Request) -> str:
+        agent = agent_of_scope(request.scope)  # always set behind auth="agent"; never guessed if not
+        if not agent:
+            raise UserError("no authenticated agent")
+        return agent
+
+    async def decode(request: Request, kind: type, limit: int, what: str):
+        try:
+            return msgspec.json.decode(await _body(request, limit), type=kind)
+        except RequestTooLarge:
+            return _too_large(limit, what)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            return _error(f"invalid {what} request: {str(exc)[:300]}. ({FIELD_HELP}.)", 400)
+
+    async def run(request: Request, work) -> JSONResponse:
+        try:
+            agent = caller(request)
+            sessions: SessionsService = get_service()
+            return JSONResponse(await anyio.to_thread.run_sync(lambda: work(sessions, agent)))
+        except NotReady as exc:
+            return _error(str(exc), 503)
+        except CaptureConflict as exc:
+            return _error(str(exc), 409, lines=exc.lines)
+        except UserError as exc:
+            return _error(str(exc), 400)
+
+    async def line_count(request: Request) -> JSONResponse:
+        client, session_id = request.path_params["client"], request.path_params["session_id"]
+        if client not in ("claude", "codex") or not SESSION_ID_RE.match(session_id):
+            return _error(f"invalid capture path: {FIELD_HELP.split('; first_line')[0]}.", 400)
+        return await run(request, lambda s, agent: {"lines": s.line_count(agent, client, session_id)})
+
+    async def capture(request: Request) -> JSONResponse:
+        body = await decode(request, CaptureRequest, MAX_CAPTURE_BYTES, "capture")
+        if isinstance(body, JSONResponse):
+            return body
+        return await run(request, lambda s, agent: s.capture(agent, body.client, body.session_id, body.cwd,
+                                                             body.first_line, body.lines))
+
+    async def briefing(request: Request) -> JSONResponse:
+        body = await decode(request, BriefingRequest, MAX_SMALL_BYTES, "briefing")
+        if isinstance(body, JSONResponse):
+            return body
+        return await run(request, lambda s, agent: s.briefing(agent, body.client, body.session_id, body.cwd))
+
+    async def recall(request: Request) -> JSONResponse:
+        body = await decode(request, RecallRequest, MAX_SMALL_BYTES * 4, "recall")
+        if isinstance(body, JSONResponse):
+            return body
+        return await run(request, lambda s, agent: s.recall(agent, body.client, body.session_id, body.cwd,
+                                                            body.prompt))
+
+    return Starlette(routes=[
+        Route("/capture/{client}/{session_id:path}", line_count, methods=["GET"]),
+        Route("/capture", capture, methods=["POST"]),
+        Route("/briefing", briefing, methods=["POST"]),
+        Route("/recall", recall, methods=["POST"]),
+    ])
