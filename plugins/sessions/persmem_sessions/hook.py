@@ -44,6 +44,7 @@ CAPTURE_EVENTS = ("Stop", "PreCompact", "SessionEnd")
 BATCH_BYTES = 900_000  # one POST's JSON stays under the 1 MB the server takes per capture
 LONG_STRING = 16_000  # a transcript line too big for one batch has its strings cut to this many characters
 MAX_STDIN = 8 * 1024 * 1024
+MAX_PROMPT = 20_000  # recall searches with the prompt's start; a pasted log is not a better query
 AGENT_HEADER = "X-Persmem-Agent"
 TOKEN_ENV = "PERSMEM_TOKEN"
 DEBUG_ENV = "PERSMEM_HOOK_DEBUG"
@@ -166,6 +167,7 @@ def recall(server: Server, client: str, event: dict) -> str:
     prompt = event.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         return ""
+    prompt = prompt[:MAX_PROMPT]
     _, answer = server.request("POST", "/sessions/recall", {
         "client": client, "session_id": event["session_id"], "cwd": event.get("cwd") or "", "prompt": prompt})
     return context_output("UserPromptSubmit", answer.get("context"))
