@@ -1,0 +1,36 @@
+"""What the sessions plugin asks other plugins, without importing them (the memory plugin answers the memory
+questions, the mail plugin adds its unread mail to the briefing). Every answer is optional: without a memory
+plugin, sessions are archived and listed but neither indexed nor searched.
+
+A turn, as handed to `index_session_turns` and returned by `search_session_turns`:
+    {"session_id": str, "client": "claude"|"codex", "index": int (0-based, in the session), "role":
+     "user"|"assistant"|"tool", "text": str (redacted; tool output truncated), "time": ISO 8601 str, "cwd": str,
+     "project": str}
+"""
+
+from persmem_core.hookspecs import hookspec
+
+
+@hookspec
+def index_session_turns(host, agent, turns):
+    """Make `turns` (of `agent`'s sessions) searchable. Idempotent: a turn (session_id, client, index) indexed
+    twice is stored once. Return how many were new. Only `agent` may ever search them back."""
+
+
+@hookspec(firstresult=True)
+def search_session_turns(host, agent, query, project, session_id, top_k):
+    """`agent`'s own session turns best matching `query` (optionally only in `project` / `session_id`, empty
+    string = any): a list of turns (above) each with a "score", best first; None when nothing can search."""
+
+
+@hookspec
+def briefing_sections(host, agent, project, cwd, budget_chars):
+    """Sections for the briefing a session starts with: a list of {"title": str, "text": str, "priority": int
+    (smaller comes first and is cut last), "memory_ids": [str]}; `budget_chars` is the whole briefing's size,
+    so keep each section well under it."""
+
+
+@hookspec(firstresult=True)
+def recall_for_prompt(host, agent, project, prompt, exclude_ids, top_k):
+    """Memories relevant to `prompt` above the answering plugin's score floor, none of `exclude_ids`:
+    [{"id": str, "text": str, "score": float, "project": str}] best first; None when nothing can search."""

@@ -1,0 +1,84 @@
+"""The sessions plugin's hooks: config, its own hookspecs, tools, the /sessions endpoints the client hooks call,
+the dashboard panel, `persmem hooks` and `persmem sessions`, lifecycle, backup and restore. The sessions of this
+host are the service (service.py), kept in `host.state` from startup to shutdown."""
+
+from __future__ import annotations
+
+from persmem_core import hookimpl
+
+from .config import SessionsConfig
+
+
+@hookimpl
+def add_hookspecs(add):
+    from . import hookspecs
+
+    add(hookspecs)
+
+
+@hookimpl
+def register_config(register):
+    register("sessions", SessionsConfig)
+
+
+@hookimpl
+def register_tools(register):
+    from .tools import ALL_TOOLS
+
+    for tool in ALL_TOOLS:
+        register(tool)
+
+
+@hookimpl
+def register_routes(register, host):
+    from .service import service
+    from .web import build_app
+
+    register("/sessions", build_app(lambda: service(host)), auth="agent")
+
+
+@hookimpl
+def register_panels(register, host):
+    from .panels import register as register_sessions_panel
+
+    register_sessions_panel(register)
+
+
+@hookimpl
+def register_commands(cli):
+    from .commands import hooks, sessions
+
+    cli.add_command(hooks)
+    cli.add_command(sessions)
+
+
+@hookimpl
+def startup(host):
+    from .service import NAME, open_service
+
+    host.state.put(NAME, open_service(host))
+
+
+@hookimpl
+def shutdown(host):
+    from .service import NAME
+
+    service = host.state.pop(NAME)
+    if service is not None:
+        service.close()
+
+
+@hookimpl
+def backup(host, dest):
+    from .backup import backup_sessions
+    from .service import data_folder
+
+    backup_sessions(data_folder(host), dest)
+
+
+@hookimpl
+def restore(host, src):
+    from .backup import restore_sessions
+    from .service import data_folder
+
+    restore_sessions(data_folder(host), src)
