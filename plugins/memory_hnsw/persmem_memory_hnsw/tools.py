@@ -161,11 +161,12 @@ def memory_search(
     collections = memories.collections()
     if collection not in collections:
         check_collection_name(collection)
-        reply = search_reply(query, collection, [], config, searched_chars=SEARCHED_QUERY_CHARS)
-        return {**reply, "hint": did_you_mean("collection", collection, collections)}
+        if not include_sessions:
+            reply = search_reply(query, collection, [], config, searched_chars=SEARCHED_QUERY_CHARS)
+            return {**reply, "hint": did_you_mean("collection", collection, collections)}
     filters = own_filters(config, collection, call.agent, asked)  # None: another's entries of a private one
     start = time.perf_counter()
-    hits = [] if filters is None else memories.search_hits(
+    hits = [] if filters is None or collection not in collections else memories.search_hits(
         collection, query[:SEARCHED_QUERY_CHARS], top_k=top_k, filters=filters, mode=mode,
         recency_weight=recency_weight)
     marks = None
@@ -176,7 +177,7 @@ def memory_search(
     took_ms = round((time.perf_counter() - start) * 1000, 2)
     reply = search_reply(query, collection, hits, config, searched_chars=SEARCHED_QUERY_CHARS, verbose=verbose,
                          took_ms=took_ms, marks=marks)
-    if not hits and asked.active():
+    if not hits and asked.active() and collection in collections:
         hint = _unknown_names_hint(collections[collection], asked, config, call.agent)
         if hint:
             reply["hint"] = hint

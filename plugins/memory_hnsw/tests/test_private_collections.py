@@ -152,3 +152,13 @@ def test_chorus_init_shows_no_other_agents_handoff_when_memories_are_private(tmp
         assert [h["author"] for h in handoffs] == ["kite"]
     finally:
         private.stop()
+
+
+def test_include_sessions_finds_turns_before_any_memory_was_stored(tmp_path):
+    fresh = start_server(tmp_path, agents=("kite",))
+    try:
+        turn = store_turn(fresh, "kite", "first-day", 0, KITE_TURN)
+        found = search(fresh, "kite", include_sessions=True)
+        assert [r["id"] for r in found["results"]] == [turn] and "hint" not in found
+    finally:
+        fresh.stop()
