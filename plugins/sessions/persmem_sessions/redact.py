@@ -73,8 +73,8 @@ _SHAPES: list[tuple[str, re.Pattern[str], int]] = [
     ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,200}:([^\s@/\"'<>]{1,200})@"), 1),
 ]
 
-# name = value, the value quoted (JSON, code, YAML, TOML) ...
-_QUOTED_ASSIGNMENT = re.compile(r"([A-Za-z0-9_.-]{1,100})[\"']?[ \t]*[:=][ \t]*([\"'])([^\"'\n]{4,}?)\2")
+# name = value, the value quoted (JSON, code, YAML, TOML; also inside JSON-escaped text: \"password\": \"...\") ...
+_QUOTED_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})\\?[\"']?[ \t]*[:=][ \t]*\\?([\"'])([^\"'\n\\]{4,}?)\\?\2")
 # ... or bare at the start of a line (.env, YAML, shell export)
 _BARE_ASSIGNMENT = re.compile(r"(?m)^[ \t]*(?:export[ \t]+)?([A-Za-z0-9_.-]{1,100})[ \t]*[:=][ \t]*"
                               r"([^\s\"'#,;]{4,})")
@@ -117,6 +117,17 @@ def redact(text: str) -> tuple[str, int]:
     return text, counter[0]
 
 
+def _nested_json(text: str):
+    """The value of `text` when it is a JSON object or array, else None."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, (dict, list)) else None
+
+
 def redact_line(line: str) -> tuple[str, int]:
     """One transcript line redacted. A JSON line is redacted value by value (its strings decoded first, so a
     key split by JSON escapes like `\\n` is still found) and written back as JSON, so it stays a valid line;
@@ -129,6 +140,11 @@ def redact_line(line: str) -> tuple[str, int]:
 
     def walk(node):
         if isinstance(node, str):
+            nested = _nested_json(node)
+            if nested is not None:  # a tool output that is JSON text itself (Codex's {"output", "metadata"})
+                before = counter[0]
+                cleaned = walk(nested)
+                return node if counter[0] == before else json.dumps(cleaned, ensure_ascii=False)
             cleaned, found = redact(node)
             counter[0] += found
             return cleaned

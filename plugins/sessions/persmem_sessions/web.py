@@ -6,14 +6,17 @@ with the agent's bearer token. Everything is about the caller's own sessions.
 - GET  /sessions/capture/{client}/{session_id} -> {"lines": n}: lines of this session already archived
 - POST /sessions/capture {"client", "session_id", "cwd", "first_line", "lines": [str], "event"}
        -> {"archived", "total_lines", "redactions", "project"}; 409 {"error", "lines"} when first_line is not
-       the archived count (resend from "lines"); the body must stay under MAX_CAPTURE_BYTES
+       the archived count (resend from "lines")
 - POST /sessions/briefing {"client", "session_id", "cwd", "source"} -> {"context", "tokens", "project",
        "memory_ids"}
 - POST /sessions/recall {"client", "session_id", "cwd", "prompt"} -> {"context", "memory_ids"}
 
 Errors are {"error": "..."}: 400 for a request that is not what is described here (naming the field), 409
-above, 413 for a body over the limit, 503 while the server starts or stops. Request contents are never
-logged: they are transcripts, and redaction happens in the service.
+above, 503 while the server starts or stops. A body over [server] max_body_bytes (4 MB by default) is
+answered 413 by the core before it gets here, naming the limit and the setting: the hooks send a long
+transcript in batches (about 1 MB each), and a single line may be as long as that limit allows (a
+screenshot in a tool result). Request contents are never logged: they are transcripts, and redaction
+happens in the service.
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ from persmem_core.state import NotReady
 
 from .service import CaptureConflict, SessionsService
 
-MAX_CAPTURE_BYTES = 1024 * 1024  # one capture request's JSON; the hooks send longer transcripts in batches
-MAX_SMALL_BYTES = 64 * 1024  # briefing and recall requests
 SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 SESSION_ID_RE = re.compile(SESSION_ID_PATTERN)
 
@@ -73,31 +74,8 @@ FIELD_HELP = ('client is "claude" or "codex"; session_id is 1-128 letters, digit
               "absolute folder up to 4096 characters")
 
 
-class RequestTooLarge(Exception):
-    pass
-
-
 def _error(message: str, status: int, **extra) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status)
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise RequestTooLarge
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large(limit: int, what: str) -> JSONResponse:
-    return _error(f"request body too large: a {what} request is at most {limit:,} bytes of JSON. Send the "
-                  "transcript's lines in several captures (each starting at the previous one's total_lines).",
-                  413, limit=limit)
 
 
 def build_app(get_service) -> Starlette:
@@ -107,11 +85,9 @@ def build_app(get_service) -> Starlette:
             raise UserError("no authenticated agent")
         return agent
 
-    async def decode(request: Request, kind: type, limit: int, what: str):
+    async def decode(request: Request, kind: type, what: str):
         try:
-            return msgspec.json.decode(await _body(request, limit), type=kind)
-        except RequestTooLarge:
-            return _too_large(limit, what)
+            return msgspec.json.decode(await request.body(), type=kind)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             return _error(f"invalid {what} request: {str(exc)[:300]}. ({FIELD_HELP}.)", 400)
 
@@ -134,20 +110,20 @@ def build_app(get_service) -> Starlette:
         return await run(request, lambda s, agent: {"lines": s.line_count(agent, client, session_id)})
 
     async def capture(request: Request) -> JSONResponse:
-        body = await decode(request, CaptureRequest, MAX_CAPTURE_BYTES, "capture")
+        body = await decode(request, CaptureRequest, "capture")
         if isinstance(body, JSONResponse):
             return body
         return await run(request, lambda s, agent: s.capture(agent, body.client, body.session_id, body.cwd,
                                                              body.first_line, body.lines))
 
     async def briefing(request: Request) -> JSONResponse:
-        body = await decode(request, BriefingRequest, MAX_SMALL_BYTES, "briefing")
+        body = await decode(request, BriefingRequest, "briefing")
         if isinstance(body, JSONResponse):
             return body
         return await run(request, lambda s, agent: s.briefing(agent, body.client, body.session_id, body.cwd))
 
     async def recall(request: Request) -> JSONResponse:
-        body = await decode(request, RecallRequest, MAX_SMALL_BYTES * 4, "recall")
+        body = await decode(request, RecallRequest, "recall")
         if isinstance(body, JSONResponse):
             return body
         return await run(request, lambda s, agent: s.recall(agent, body.client, body.session_id, body.cwd,
