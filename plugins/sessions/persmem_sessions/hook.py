@@ -228,18 +228,17 @@ def fit_line(line: str) -> str:
                        "note": "a transcript line too large to archive"})
 
 
-def new_lines(path: str, skip: int) -> list[str]:
-    """The transcript's complete lines after the first `skip` (a last line still being written is left for the
-    next capture)."""
-    lines = []
+def new_lines(path: str, skip: int):
+    """The transcript's complete lines after the first `skip`, read as they are sent (a long transcript captured
+    for the first time makes progress batch by batch within the deadline); a last line still being written is
+    left for the next capture."""
     with open(path, "rb") as transcript:
         for number, raw in enumerate(transcript):
             if number < skip:
                 continue
             if not raw.endswith(b"\n"):
-                break
-            lines.append(fit_line(raw[:-1].decode("utf-8", errors="replace").rstrip("\r")))
-    return lines
+                return
+            yield fit_line(raw[:-1].decode("utf-8", errors="replace").rstrip("\r"))
 
 
 def capture(server: Server, client: str, event: dict, environ) -> str:
@@ -270,7 +269,7 @@ def capture(server: Server, client: str, event: dict, environ) -> str:
     return ""
 
 
-def batches(lines: list[str]):
+def batches(lines):
     """`lines` in order, in lists whose JSON stays under BATCH_BYTES (each line fits: fit_line)."""
     batch, size = [], 0
     for line in lines:
