@@ -115,7 +115,7 @@ def read_transcript(client: str, path: Path) -> Transcript:
     """The transcript's lines exactly as the client hooks send them (hook.py: every complete line, a very long
     one cut to fit a batch), so the archive's line n is the file's line n whoever sent it; and its identity."""
     try:
-        lines = hook.new_lines(str(path), 0)
+        lines = list(hook.new_lines(str(path), 0))
     except OSError as exc:
         raise SkippedFile(f"unreadable ({exc.strerror or exc})") from None
     records = json_records(lines)
