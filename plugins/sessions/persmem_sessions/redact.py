@@ -70,7 +70,7 @@ _SHAPES: list[tuple[str, re.Pattern[str], int]] = [
     ("authorization", re.compile(r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?"
                                  r"([A-Za-z0-9._~+/=:-]{8,})"), 1),
     ("authorization", re.compile(r"(?i:\bbearer)\s+([A-Za-z0-9._~+/-]{16,}=*)"), 1),
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,200}:([^\s@/\"'<>]{1,200})@"), 1),
+    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@\"'<>]{0,200}:([^\s@/\"'<>]{1,200})@"), 1),
 ]
 
 # name = value, the value quoted (JSON, code, YAML, TOML; also inside JSON-escaped text: \"password\": \"...\") ...
@@ -82,8 +82,8 @@ _BARE_ASSIGNMENT = re.compile(r"(?m)^[ \t]*(?:export[ \t]+)?([A-Za-z0-9_.-]{1,10
 
 def _replace_group(rule: str, group: int, counter: list[int]) -> Callable[[re.Match[str]], str]:
     def replace(match: re.Match[str]) -> str:
-        if group and _harmless(match.group(group)):
-            return match.group(0)
+        if group and (_harmless(match.group(group)) or "[REDACTED:" in match.group(0)):
+            return match.group(0)  # a value, or a mark an earlier rule left (https://[REDACTED:github_token]@...)
         counter[0] += 1
         start, end = match.span(group)
         offset = match.start(0)

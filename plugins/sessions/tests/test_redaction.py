@@ -1,0 +1,139 @@
+"""Secrets never stored: each rule of redact.py against realistic samples (and the look-alikes it must keep), then
+the fixtures' planted secrets captured through a real server with the memory plugin, looked for in the archive
+(gunzipped), in the memory plugin's files and search answers (the index), and in the server's log."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import (CLAUDE_SESSION, CODEX_SESSION, PLANTED, REDACTIONS, archived, capture, fixture_lines, serve,
+                      socket_client)
+from persmem_sessions.redact import redact, redact_line
+
+# (rule, text holding one secret, the secret) -- shapes as the providers issue them (values invented)
+SAMPLES = [
+    ("openai_key", "OPENAI key: sk-proj-4fQz9LmWx2TyUiOpAsDfGhJkL0987poiuYTrewqZxCv", "sk-proj-4fQz9LmWx2TyUiOpAsDfGhJkL0987poiuYTrewqZxCv"),
+    ("openai_key", "legacy sk-Zq81LmQwErTyUiOpAsDfT3BlbkFJGhJkL0987poiuYTrewq in a notebook", "sk-Zq81LmQwErTyUiOpAsDfT3BlbkFJGhJkL0987poiuYTrewq"),
+    ("anthropic_key", "x-api-key: sk-ant-api03-Qw8rTy2UiOp4AsDf6GhJk8LzXc0VbNm2-AbCdEfGhIjKl_0123456789", "sk-ant-api03-Qw8rTy2UiOp4AsDf6GhJk8LzXc0VbNm2-AbCdEfGhIjKl_0123456789"),
+    ("aws_access_key", "aws_access_key_id = AKIA4Q7VXK2PLEXAMPL3", "AKIA4Q7VXK2PLEXAMPL3"),
+    ("aws_access_key", '"AccessKeyId": "ASIAY34FZKBOKMUTVV7A",', "ASIAY34FZKBOKMUTVV7A"),
+    ("aws_secret_key", '"SecretAccessKey": "9drTJvcXLB89EXAMPLELB8923FB892xMFI6zj3Kc",', "9drTJvcXLB89EXAMPLELB8923FB892xMFI6zj3Kc"),
+    ("github_token", "git clone https://ghp_R7cXq2LmN9pQ4sT6vW8yZ0aB1cD3eF5gH7iJ@github.com/x/y", "ghp_R7cXq2LmN9pQ4sT6vW8yZ0aB1cD3eF5gH7iJ"),
+    ("github_token", "GH_TOKEN: gho_16C7e42F292c6912E7710c838347Ae178B4a", "gho_16C7e42F292c6912E7710c838347Ae178B4a"),
+    ("github_token", "token github_pat_11ABCDEFG0Zq81LmQwErTy_UiOpAsDfGhJkL0987poiuYTrewqZxCvBnM", "github_pat_11ABCDEFG0Zq81LmQwErTy_UiOpAsDfGhJkL0987poiuYTrewqZxCvBnM"),
+    ("gitlab_token", "PRIVATE-TOKEN header glpat-Xy7Zq2Lm9Np4Qr6St8Uv", "glpat-Xy7Zq2Lm9Np4Qr6St8Uv"),
+    ("slack_token", "SLACK_BOT xoxb-2026114030-5551234567890-Zx81LmQwErTyUiOpAsDfGhJk", "xoxb-2026114030-5551234567890-Zx81LmQwErTyUiOpAsDfGhJk"),
+    ("slack_token", "user token xoxp-2026114030-5551234567-5551234567890-0a1b2c3d4e5f60718293a4b5c6d7e8f9", "xoxp-2026114030-5551234567-5551234567890-0a1b2c3d4e5f60718293a4b5c6d7e8f9"),
+    ("google_api_key", "maps?key=AIzaSyD4fQz9LmWx2TyUiOpAsDfGhJkL0987poi&q=x", "AIzaSyD4fQz9LmWx2TyUiOpAsDfGhJkL0987poi"),
+    ("stripe_key", "Stripe.api_key = sk_live_51HxQ2bLkZ9aYc3Pq7RtUvWxYz0A1B2C3D4", "sk_live_51HxQ2bLkZ9aYc3Pq7RtUvWxYz0A1B2C3D4"),
+    ("stripe_key", "restricted rk_live_51HxQ2bLkZ9aYc3Pq7RtUvWxYz", "rk_live_51HxQ2bLkZ9aYc3Pq7RtUvWxYz"),
+    ("persmem_token", "Authorization header for persmem: pm_q3Zx81LmQwErTyUiOpAsDfGhJkL0987poiuYTrewq", "pm_q3Zx81LmQwErTyUiOpAsDfGhJkL0987poiuYTrewq"),
+    ("authorization", 'curl -H "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl" https://x', "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"),
+    ("authorization", "Authorization: Basic ZGVwbG95OmNvcnJlY3QtaG9yc2U=", "ZGVwbG95OmNvcnJlY3QtaG9yc2U="),
+    ("authorization", "requests.get(url, headers=h)  # bearer 8f3a9c2e71d04b6a9e5f1c7d3b2a8e6f", "8f3a9c2e71d04b6a9e5f1c7d3b2a8e6f"),
+    ("url_password", "DATABASE_URL=postgres://ledger:Tr0ub4dor-and-3@db.internal:5432/ledger", "Tr0ub4dor-and-3"),
+    ("url_password", "redis://:s3cr3tRedisPass@cache:6379/0", "s3cr3tRedisPass"),
+    ("private_key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7x9Zq\nq3Zx81LmQwEr==\n-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA7x9Zq"),
+    ("private_key", "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGXq3ZxBCAC7\n=Zq81\n-----END PGP PRIVATE KEY BLOCK-----", "lQOYBGXq3ZxBCAC7"),
+    ("private_key", "cut off: -----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIGq3Zx81LmQwErTyUiOp", "MHcCAQEEIGq3Zx81LmQwErTyUiOp"),
+    ("assignment", "export DB_PASSWORD=correct-horse-battery", "correct-horse-battery"),
+    ("assignment", "STRIPE_WEBHOOK_SECRET=whsec_9fJk2LmN4pQr6StUv8WxYz0Ab", "whsec_9fJk2LmN4pQr6StUv8WxYz0Ab"),
+    ("assignment", "  password: hunter2hunter2\n  user: app", "hunter2hunter2"),
+    ("assignment", '{"client_secret": "Zq81-LmQw-ErTy-UiOp"}', "Zq81-LmQw-ErTy-UiOp"),
+    ("assignment", "api_key = 'f3a9c2e71d04b6a9e5f1'", "f3a9c2e71d04b6a9e5f1"),
+    ("assignment", 'mysql_passwd="Sup3r-S3cret!"', "Sup3r-S3cret!"),
+    ("assignment", "PRIVATE_KEY=0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318", "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"),
+    ("assignment", "AWS_SESSION_TOKEN=IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD", "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD"),
+    ("assignment", 'auth_token = \\"r3d1s-Auth-T0ken-2026-staging\\"', "r3d1s-Auth-T0ken-2026-staging"),
+]
+
+KEPT = [
+    "max_tokens: 4096", "TOKENIZERS_PARALLELISM=false", "input_tokens = 1200", "pip install scikit-learn sk-learn",
+    "git checkout task-management-feature-branch-12345", "PASSWORD_MIN_LENGTH=12", "SECRET_ROTATION=true",
+    "the token bucket refills every second", "Bearer tokens expire after an hour", "see https://example.com/a:b@c",
+    "AKIA is the prefix of AWS access key ids", "password: null",
+]
+
+
+class TestEachRule:
+    @pytest.mark.parametrize(("rule", "text", "secret"), SAMPLES, ids=[f"{r}-{i}" for i, (r, _, _) in enumerate(SAMPLES)])
+    def test_the_secret_is_replaced_and_counted(self, rule, text, secret):
+        cleaned, count = redact(text)
+        assert secret not in cleaned and f"[REDACTED:{rule}]" in cleaned and count >= 1, cleaned
+
+    @pytest.mark.parametrize("text", KEPT)
+    def test_look_alikes_are_kept(self, text):
+        assert redact(text) == (text, 0)
+
+    def test_a_json_line_stays_valid_json_and_its_field_names_count(self):
+        line = json.dumps({"type": "user", "message": {"content": "my token ghp_R7cXq2LmN9pQ4sT6vW8yZ0aB1cD3eF5gH7iJ"},
+                           "input": {"password": "hunter2hunter2", "timeout": 30}})
+        cleaned, count = redact_line(line)
+        value = json.loads(cleaned)
+        assert count == 2 and value["input"] == {"password": "[REDACTED:assignment]", "timeout": 30}
+        assert "ghp_" not in cleaned
+
+    def test_a_secret_split_by_json_escapes_is_found(self):
+        key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----"
+        cleaned, count = redact_line(json.dumps({"output": json.dumps({"output": key, "metadata": {}})}))
+        assert count == 1 and "b3BlbnNzaC1rZXktdjE" not in cleaned
+
+    def test_a_line_without_secrets_is_kept_byte_for_byte(self):
+        line = '{"type": "user",  "message": {"content": "plain words"}}'
+        assert redact_line(line) == (line, 0)
+
+    def test_a_huge_line_is_redacted_in_linear_time(self):
+        started = time.monotonic()
+        cleaned, count = redact("iVBORw0KGgo" * 200_000 + " sk-ant-api03-Qw8rTy2UiOp4AsDf6GhJk8LzXc0VbNm2")
+        assert count == 1 and time.monotonic() - started < 5
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """kite's two fixture sessions captured through a server with the memory plugin, and indexed."""
+    running = serve(tmp_path_factory.mktemp("redaction") / "home", memory=True)
+    with socket_client(running.home, "kite") as http:
+        for name, session, client in (("claude_session.jsonl", CLAUDE_SESSION, "claude"),
+                                      ("codex_rollout.jsonl", CODEX_SESSION, "codex")):
+            assert capture(http, fixture_lines(name), session_id=session, client=client).status_code == 200
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the indexing worker hands the turns to the memory plugin
+        metas = [archived(running.home, "kite", c, s)[1] for c, s in (("claude", CLAUDE_SESSION),
+                                                                    ("codex", CODEX_SESSION))]
+        if all(m["indexed_lines"] == m["lines"] for m in metas):
+            break
+        time.sleep(0.2)
+    yield running
+    running.stop()
+
+
+class TestNothingStoredThroughTheServer:
+
+    def test_no_planted_secret_is_in_the_archive_and_the_meta_counts_them(self, server):
+        for name, session, client in (("claude_session.jsonl", CLAUDE_SESSION, "claude"),
+                                      ("codex_rollout.jsonl", CODEX_SESSION, "codex")):
+            text, meta = archived(server.home, "kite", client, session)
+            assert [s for s in PLANTED[name] if s in text] == []
+            assert meta["redactions"] == REDACTIONS[name]
+            for line in text.splitlines():
+                json.loads(line)  # still the client's JSONL
+
+    def test_no_planted_secret_is_in_the_index(self, server):
+        results = []
+        for query in ("stripe webhook secret env file", "github token aws key rotate", "slack bot token anthropic key",
+                      "terraform redis auth token", "git push gitlab deploy", "openssh private key deploy",
+                      "curl authorization bearer ledger health", "database url postgres password"):
+            results += server.call_tool("session_search", {"query": query, "top_k": 20}, agent="kite")["results"]
+        found = json.dumps(results)
+        assert "REDACTED" in found  # the turns that held them were indexed, redacted
+        assert [s for name in PLANTED for s in PLANTED[name] if s in found] == []
+        stored = b"".join(p.read_bytes() for p in (server.home / "memory").rglob("*") if p.is_file())
+        assert b"reconciliation" in stored  # the memory files hold the turns' words as they are
+        assert [s for name in PLANTED for s in PLANTED[name] if s.encode() in stored] == []
+
+    def test_no_planted_secret_is_in_the_server_log(self, server):
+        log = server.log()
+        assert [s for name in PLANTED for s in PLANTED[name] if s in log] == []
