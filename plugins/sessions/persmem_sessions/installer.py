@@ -33,7 +33,7 @@ MODULE = "persmem_sessions.hook"
 CLIENTS = ("claude", "codex")
 BACKUP_MARK = ".persmem-backup-"
 # event -> (matcher, the client's timeout in seconds). The hook keeps its own deadline well under each
-# (hook.DEADLINES: 3 s, 1.5 s, 2.5 s); Codex caps SessionEnd at 3 s.
+# (hook.DEADLINES: 3 s, 1.5 s, 2.5 s, SessionEnd 2 s); Codex caps SessionEnd at 3 s.
 EVENTS: dict[str, tuple[str | None, int]] = {
     "SessionStart": ("startup|resume|clear|compact", 5),
     "UserPromptSubmit": (None, 3),

@@ -252,7 +252,7 @@ def hung_server(path: str):
 
 @pytest.mark.parametrize("event, fields, deadline", [("SessionStart", {"source": "startup"}, 3.0),
                                                      ("UserPromptSubmit", {"prompt": "hello"}, 1.5),
-                                                     ("SessionEnd", {"reason": "exit"}, 2.5)])
+                                                     ("SessionEnd", {"reason": "exit"}, 2.0)])
 def test_a_server_that_never_answers_costs_at_most_the_hooks_deadline(no_server, tmp_path, event, fields, deadline):
     transcript = tmp_path / "t.jsonl"
     transcript.write_text('{"type": "user"}\n')
@@ -266,8 +266,7 @@ def test_a_server_that_never_answers_costs_at_most_the_hooks_deadline(no_server,
         for conn in held:
             conn.close()
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    assert deadline - 0.2 < seconds < deadline + 0.5
-    assert seconds < no_server.handler("codex", event)["timeout"]
+    assert deadline - 0.1 < seconds < no_server.handler("codex", event)["timeout"]  # process start on top
 
 
 @pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]", '{"hook_event_name": "SessionStart"}',
