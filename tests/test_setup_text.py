@@ -92,7 +92,10 @@ def test_every_printed_block_parses_and_no_substitution_survives_a_hostile_home_
     found = sections(printed.stdout)
     store = AgentStore(home)
     shell_lines = [line for kind, lines in found.values() if kind == "shell" for line in code_lines(lines)]
-    assert len(shell_lines) == 3
+    assert len(shell_lines) == 4  # the last: `persmem hooks install` (the sessions plugin is installed)
+    [hooks_line] = code_lines(block(found, "shell", "Ambient memory"))
+    assert assert_paste_safe(hooks_line, tmp_path) == [
+        "env", f"PERSMEM_HOME={home}", str(PERSMEM_SCRIPT), "hooks", "install", "--target", "all", "--agent", "kite"]
 
     http = assert_paste_safe(block(found, "shell", "Claude Code over HTTP")[0], tmp_path)
     assert http[:6] == ["claude", "mcp", "add", "--transport", "http", "persmem"]
@@ -125,7 +128,7 @@ def test_the_placeholder_snippets_are_paste_safe_too(tmp_path):
     run_persmem("agent", "add", "kite", "--secret-path", env=env)
     found = sections(run_persmem("connect", "kite", env=env).stdout)
     shell_lines = [line for kind, lines in found.values() if kind == "shell" for line in code_lines(lines)]
-    assert len(shell_lines) == 3 and not any("`" in line for line in shell_lines)
+    assert len(shell_lines) == 4 and not any("`" in line for line in shell_lines)
     for line in shell_lines:
         assert_paste_safe(line, tmp_path)
     assert "Authorization: Bearer <TOKEN>" in shlex.split(block(found, "shell", "Claude Code over HTTP")[0])
