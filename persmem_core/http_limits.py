@@ -19,22 +19,30 @@ def too_large_message(limit: int) -> str:
 
 
 class JsonRpcBodyLimit:
-    """RequestBodyLimitMiddleware whose 413 is a JSON-RPC error naming the limit and the setting."""
+    """RequestBodyLimitMiddleware whose own 413 is a JSON-RPC error naming the limit and the setting (a 413 the app
+    itself answers, a plugin's own limit, passes as it is)."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int):
-        self.limited = RequestBodyLimitMiddleware(app, max_body_bytes)
+        self.app, self.max_body_bytes = app, max_body_bytes
         self.body = json.dumps({"jsonrpc": "2.0", "id": None,
                                 "error": {"code": -32600, "message": too_large_message(max_body_bytes)}}).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.limited(scope, receive, send)
+            await self.app(scope, receive, send)
             return
+        reached_app = False
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            nonlocal reached_app
+            reached_app = True
+            await self.app(scope, receive, send)
+
         replacing = False
 
         async def explained(message: Message) -> None:
             nonlocal replacing
-            if message["type"] == "http.response.start" and message["status"] == 413:
+            if message["type"] == "http.response.start" and message["status"] == 413 and not reached_app:
                 replacing = True
                 await send({"type": "http.response.start", "status": 413, "headers": [
                     (b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())]})
@@ -44,4 +52,4 @@ class JsonRpcBodyLimit:
             else:
                 await send(message)
 
-        await self.limited(scope, receive, explained)
+        await RequestBodyLimitMiddleware(app, self.max_body_bytes)(scope, receive, explained)
