@@ -172,3 +172,16 @@ def test_another_agent_sees_none_of_kites_sessions(page, server):
     expect(page.locator(".error")).to_contain_text("you have no session")
     assert "heron-thumbs" not in page.content() and "Where do the heron" not in page.content()
     shot(page, "sessions-other-agent")
+
+
+def test_phone_width(browser, server):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    page = context.new_page()
+    try:
+        base = login(page, server, "kite")
+        for query in ("", f"?session={server.heron}", "?q=heron+thumbnails"):
+            page.goto(f"{base}/sessions{query}")
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), query
+        shot(page, "sessions-phone")
+    finally:
+        context.close()
