@@ -154,6 +154,9 @@ def test_search_finds_the_turn_and_links_to_its_session(page, server):
     page.fill("input[name=q]", "which bucket holds the heron thumbnails")
     page.click("form.filters button")
     expect(page.locator("#hits")).to_contain_text("heron-thumbs")  # the answer is among the best turns
+    long_output = page.locator("#hits details.hit.role-tool", has_text="test_tile_1.py")
+    if long_output.count():  # a tool's output found is collapsed like in the transcript
+        assert long_output.first.get_attribute("open") is None
     first = page.locator("#hits details.hit").first
     expect(first).to_contain_text("heron")
     shot(page, "sessions-search")
