@@ -226,6 +226,36 @@ def test_a_transcript_shorter_than_its_archive_is_skipped_in_one_line(server, tm
     assert "the archive holds" in line and "it is not the transcript that was captured" in line
 
 
+def test_the_fixtures_import_as_the_hooks_capture_them(tmp_path):
+    """The realistic fixtures (conftest.py), put where the clients write them: every line archived once, each
+    planted secret redacted (the same counts as a hook's capture), the session ids the hooks would send."""
+    from conftest import CLAUDE_SESSION, CODEX_SESSION, FIXTURES, PLANTED, REDACTIONS, serve
+
+    me = tmp_path / "me"
+    claude = me / ".claude" / "projects" / "-home-dev-src-billing-api" / f"{CLAUDE_SESSION}.jsonl"
+    codex = me / ".codex" / "sessions" / "2026" / "11" / "03" / f"rollout-2026-11-03T14-02-10-{CODEX_SESSION}.jsonl"
+    for path, name in ((claude, "claude_session.jsonl"), (codex, "codex_rollout.jsonl")):
+        path.parent.mkdir(parents=True)
+        path.write_bytes((FIXTURES / name).read_bytes())
+    server = serve(tmp_path / "home", HOME=str(me), CLAUDE_CONFIG_DIR=str(me / ".claude"),
+                   CODEX_HOME=str(me / ".codex"), **plugin_env())
+    try:
+        done = run_import(server.env, "--agent", "kite")
+        assert done.returncode == 0, done.stderr
+        assert f"{REDACTIONS['claude_session.jsonl'] + REDACTIONS['codex_rollout.jsonl']} secret(s) redacted" \
+            in done.stdout
+        metas = archived(server.home, "kite")
+        for path, name, session_id in ((claude, "claude_session.jsonl", CLAUDE_SESSION),
+                                       (codex, "codex_rollout.jsonl", CODEX_SESSION)):
+            assert metas[session_id]["lines"] == len(path.read_text().splitlines())
+            assert metas[session_id]["redactions"] == REDACTIONS[name]
+        assert {m["project"] for m in metas.values()} == {"billing-api", "infra"}
+        text = archive_text(server.home, "kite")
+        assert not [secret for secrets in PLANTED.values() for secret in secrets if secret in text]
+    finally:
+        server.stop()
+
+
 # -- bad input is one line, never a traceback ---------------------------------------------------------------------
 
 def test_an_unknown_agent_is_refused_before_anything_is_read(server, tmp_path):
