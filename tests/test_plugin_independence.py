@@ -16,6 +16,7 @@ PLUGIN_TOOLS = {
     "shell": {"shell_exec", "file_read", "file_write", "file_patch", "diff_generate"},
     "git": {"git_op"},
     "searxng": {"web_search", "web_fetch"},
+    "sessions": {"session_list", "session_read", "session_search"},
 }
 
 
