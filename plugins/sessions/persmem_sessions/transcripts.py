@@ -160,16 +160,21 @@ def line_turns(client: str, line: str, tool_chars: int) -> list[dict]:
     return _claude_turns(decoded, tool_chars) if client == "claude" else _codex_turns(decoded, tool_chars)
 
 
-def transcript_cwd(client: str, lines: list[str]) -> str:
-    """The working folder a transcript names (Claude Code: any message's "cwd"; Codex: session_meta's or
-    turn_context's "cwd"), or ""."""
+def _objects(lines: list[str]):
+    """The lines that are JSON objects, decoded (the others are skipped)."""
     for line in lines:
         try:
             decoded = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(decoded, dict):
-            continue
+        if isinstance(decoded, dict):
+            yield decoded
+
+
+def transcript_cwd(client: str, lines: list[str]) -> str:
+    """The working folder a transcript names (Claude Code: any message's "cwd"; Codex: session_meta's or
+    turn_context's "cwd"), or ""."""
+    for decoded in _objects(lines):
         where = decoded if client == "claude" else decoded.get("payload")
         if isinstance(where, dict) and isinstance(where.get("cwd"), str) and where["cwd"]:
             return where["cwd"]
@@ -178,13 +183,7 @@ def transcript_cwd(client: str, lines: list[str]) -> str:
 
 def transcript_session_id(client: str, lines: list[str]) -> str:
     """The session id a transcript names (Claude Code: "sessionId"; Codex: session_meta's "id"), or ""."""
-    for line in lines:
-        try:
-            decoded = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(decoded, dict):
-            continue
+    for decoded in _objects(lines):
         if client == "claude" and isinstance(decoded.get("sessionId"), str):
             return decoded["sessionId"]
         payload = decoded.get("payload")
