@@ -38,7 +38,7 @@ from persmem_core.state import NotReady
 
 from .service import CaptureConflict, SessionsService
 
-SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+SESSION_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}\Z"  # \Z, not $: $ also matches before a final line break
 SESSION_ID_RE = re.compile(SESSION_ID_PATTERN)
 
 Client = Literal["claude", "codex"]
@@ -105,7 +105,7 @@ def build_app(get_service) -> Starlette:
 
     async def line_count(request: Request) -> JSONResponse:
         client, session_id = request.path_params["client"], request.path_params["session_id"]
-        if client not in ("claude", "codex") or not SESSION_ID_RE.match(session_id):
+        if client not in ("claude", "codex") or not SESSION_ID_RE.fullmatch(session_id):
             return _error(f"invalid capture path: {FIELD_HELP.split('; first_line')[0]}.", 400)
         return await run(request, lambda s, agent: {"lines": s.line_count(agent, client, session_id)})
 
