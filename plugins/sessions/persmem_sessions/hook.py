@@ -219,9 +219,15 @@ def fit_line(line: str) -> str:
     line count keeps matching the file's."""
     if json_size(line) < BATCH_BYTES // 2:
         return line
-    try:
-        cut = json.dumps(_cut_strings(json.loads(line)), ensure_ascii=False)
-    except ValueError:
+    try:  # RecursionError: a line nested deeper than the parser (or _cut_strings) goes is left out below
+        value = _cut_strings(json.loads(line))
+        cut = json.dumps(value, ensure_ascii=False)
+        if not cut.isascii():
+            try:
+                cut.encode()
+            except UnicodeEncodeError:  # a lone surrogate (a string cut inside an emoji): keep it escaped
+                cut = json.dumps(value)
+    except (ValueError, RecursionError):
         cut = ""
     if cut and json_size(cut) < BATCH_BYTES // 2:
         return cut

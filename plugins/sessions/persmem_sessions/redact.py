@@ -123,7 +123,7 @@ def _nested_json(text: str):
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes (`cat deep.json`)
         return None
     return value if isinstance(value, (dict, list)) else None
 
@@ -131,10 +131,11 @@ def _nested_json(text: str):
 def redact_line(line: str) -> tuple[str, int]:
     """One transcript line redacted. A JSON line is redacted value by value (its strings decoded first, so a
     key split by JSON escapes like `\\n` is still found) and written back as JSON, so it stays a valid line;
-    it is written back only when something was redacted. Any other line is redacted as text."""
+    it is written back only when something was redacted. Any other line, or one nested deeper than the parser
+    goes, is redacted as text."""
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return redact(line)
     counter = [0]
 
@@ -162,7 +163,15 @@ def redact_line(line: str) -> tuple[str, int]:
             return MARK.format("assignment")
         return walk(item)
 
-    cleaned = walk(value)
-    if not counter[0]:
-        return line, 0
-    return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")), counter[0]
+    try:
+        cleaned = walk(value)
+        if not counter[0]:
+            return line, 0
+        text = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:  # walking (or writing back) a line nested this deep: redact it as text instead
+        return redact(line)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a string cut inside an emoji): keep it escaped, as it came
+        text = json.dumps(cleaned, separators=(",", ":"))
+    return text, counter[0]

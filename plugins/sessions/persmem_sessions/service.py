@@ -23,13 +23,15 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
+
 from persmem_core import UserError
 
 from . import archive
 from .archive import SessionMeta
 from .projects import project_for
 from .redact import redact_line
-from .transcripts import CLIENTS, cut, line_turns
+from .transcripts import CLIENTS, cut, line_turns, valid_text
 
 log = logging.getLogger("persmem.sessions")
 
@@ -121,15 +123,20 @@ class SessionsService:
             if "\n" in line or "\r" in line:
                 raise UserError(f"lines[{number}] holds a line break: send each JSONL line of the transcript as one "
                                 "item of `lines`, without its line break.")
-            text, count = redact_line(line)
+            text, count = redact_line(valid_text(line))  # a lone surrogate sent as is could never be written
             cleaned.append(text)
             found += count
+        cwd = valid_text(cwd)
         with self._session_lock(key):
-            base, meta = self._metas.get(key) or self._new_session(agent, client, session_id, cwd)
-            if first_line != meta.lines:
-                raise CaptureConflict(f"this session has {meta.lines} lines archived, and this capture starts at "
-                                      f"line {first_line}: send the lines from {meta.lines} on.", meta.lines)
+            base, stored = self._metas.get(key) or self._new_session(agent, client, session_id, cwd)
+            if first_line != stored.lines:
+                raise CaptureConflict(f"this session has {stored.lines} lines archived, and this capture starts at "
+                                      f"line {first_line}: send the lines from {stored.lines} on.", stored.lines)
+            meta = stored
             if cleaned:
+                # On a copy: the counts this capture adds become the session's only once its lines and metadata
+                # are on disk (a failed write leaves the known state, and the next capture starts from it).
+                meta = msgspec.structs.replace(stored)
                 self._add_turn_facts(meta, cleaned)
                 meta.redactions += found
                 meta.captures += 1
@@ -154,7 +161,7 @@ class SessionsService:
                 if turn["time"]:
                     times.append(turn["time"])
                 if not meta.title and turn["role"] == "user":
-                    meta.title = cut(" ".join(turn["text"].split()), TITLE_CHARS)
+                    meta.title = valid_text(cut(" ".join(turn["text"].split()), TITLE_CHARS))
         meta.first_time = meta.first_time or (times[0] if times else now)
         meta.last_time = times[-1] if times else now
 
@@ -215,9 +222,10 @@ class SessionsService:
         if turns:
             hook(host=self.host, agent=meta.agent, turns=turns)
         with self._session_lock(key):
-            base, meta = self._metas[key]
-            meta.indexed_lines, meta.indexed_turns = end, first_turn + len(turns)
-            archive.write_meta(base, meta)
+            base, stored = self._metas[key]
+            meta = msgspec.structs.replace(stored, indexed_lines=end, indexed_turns=first_turn + len(turns))
+            archive.write_meta(base, meta)  # the mark moves in memory only once it is on disk
+            self._metas[key] = (base, meta)
             return meta.indexed_lines >= meta.lines
 
     # -- reading --------------------------------------------------------------------------------------------

@@ -48,6 +48,17 @@ def cut(text: str, limit: int) -> str:
     return f"{text[:limit]}… [cut: {len(text):,} characters in all]"
 
 
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: a lone surrogate (what a JSON escape like `\\ud83d` decodes to when a client cut a
+    string inside an emoji) becomes U+FFFD, a pair split in two stays one character. UTF-8 encoders, msgspec and
+    the embedder refuse lone surrogates."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _compact(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -72,7 +83,7 @@ def _block_text(content: Any) -> str:
 
 
 def _turn(role: str, text: str, time: str) -> dict:
-    return {"role": role, "text": text, "time": time}
+    return {"role": role, "text": valid_text(text), "time": valid_text(time)}
 
 
 def _claude_turns(line: dict, tool_chars: int) -> list[dict]:
@@ -107,7 +118,7 @@ def _codex_output(output: Any) -> str:
     if isinstance(output, str):
         try:
             decoded = json.loads(output)
-        except ValueError:
+        except (ValueError, RecursionError):
             return output
         if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
             return decoded["output"]  # older versions: {"output": ..., "metadata": {"exit_code", ...}}
@@ -151,13 +162,13 @@ def _codex_turns(line: dict, tool_chars: int) -> list[dict]:
 
 def line_turns(client: str, line: str, tool_chars: int) -> list[dict]:
     """The turns one transcript line holds (see the module's docstring); [] for anything else."""
-    try:
+    try:  # RecursionError: a line nested deeper than the parser (or re-encoding a tool's input) goes
         decoded = json.loads(line)
-    except ValueError:
+        if not isinstance(decoded, dict):
+            return []
+        return _claude_turns(decoded, tool_chars) if client == "claude" else _codex_turns(decoded, tool_chars)
+    except (ValueError, RecursionError):
         return []
-    if not isinstance(decoded, dict):
-        return []
-    return _claude_turns(decoded, tool_chars) if client == "claude" else _codex_turns(decoded, tool_chars)
 
 
 def _objects(lines: list[str]):
@@ -165,7 +176,7 @@ def _objects(lines: list[str]):
     for line in lines:
         try:
             decoded = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             continue
         if isinstance(decoded, dict):
             yield decoded
@@ -177,7 +188,7 @@ def transcript_cwd(client: str, lines: list[str]) -> str:
     for decoded in _objects(lines):
         where = decoded if client == "claude" else decoded.get("payload")
         if isinstance(where, dict) and isinstance(where.get("cwd"), str) and where["cwd"]:
-            return where["cwd"]
+            return valid_text(where["cwd"])
     return ""
 
 
