@@ -7,7 +7,8 @@
 - Indexing: a background thread hands the new turns to the `index_session_turns` hook (the memory plugin
   answers it) and records how far it got in the session's metadata (`indexed_lines`), so after a restart it
   resumes from the archive. Without any plugin answering the hook, nothing is indexed and nothing is lost:
-  the marks stay where they are until one is installed.
+  the marks stay where they are until one is installed. Sessions take turns; one whose step fails waits its
+  own backoff at the back of the queue, so a session the memory side refuses never holds up the others.
 - Briefing and recall: built from the `briefing_sections` and `recall_for_prompt` hooks; the memory ids each
   session received are remembered here (in memory only: a restart may repeat one), so recall never repeats
   what this session already has.
@@ -19,6 +20,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,6 +82,8 @@ class SessionsService:
         self._lock = threading.Lock()
         self._delivered: OrderedDict[tuple[str, str, str], set[str]] = OrderedDict()
         self._pending: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._retry: dict[tuple[str, str, str], tuple[float, int]] = {}  # key -> (monotonic time due, failures)
+        self._failure_kinds: set[str] = set()  # exception kinds already logged by the indexing worker
         self._wake = threading.Condition(self._lock)
         self._stopping = False
         self._worker: threading.Thread | None = None
@@ -176,32 +180,59 @@ class SessionsService:
         with self._lock:
             return len(self._pending)
 
+    def _next_to_index(self):
+        """The first pending session not waiting out a failure, else how long until one is due (called with the
+        lock held)."""
+        now = time.monotonic()
+        soonest = None
+        for key in self._pending:
+            due = self._retry.get(key, (0.0, 0))[0]
+            if due <= now:
+                return key, None
+            soonest = due if soonest is None else min(soonest, due)
+        return None, (None if soonest is None else soonest - now)
+
     def _index_loop(self) -> None:
-        failures = 0
+        """Index pending sessions in turn. A session whose step fails goes to the back of the queue and waits its
+        own backoff (RETRY_SECONDS): one session the memory side refuses never holds up any other."""
         while True:
             with self._wake:
-                while not self._pending and not self._stopping:
-                    self._wake.wait()
-                if self._stopping:
-                    return
-                key = next(iter(self._pending))
+                while True:
+                    if self._stopping:
+                        return
+                    key, wait = self._next_to_index()
+                    if key is not None:
+                        break
+                    self._wake.wait(timeout=wait)  # None: until a capture queues something
             try:
                 done = self._index_step(key)
-                failures = 0
             except Exception as exc:  # noqa: BLE001 - the memory side failed or is not ready: retry later
-                self.index_errors += 1
-                wait = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
-                failures += 1
-                log.warning("indexing session turns failed (%s: %s); retrying in %ss", type(exc).__name__,
-                            str(exc)[:200], wait)
-                with self._wake:
-                    self._wake.wait(timeout=wait)
+                self._index_failed(key, exc)
                 continue
-            if done:
-                with self._wake:
-                    entry = self._metas.get(key)
-                    if done == NOTHING_INDEXES or entry is None or entry[1].indexed_lines >= entry[1].lines:
-                        self._pending.pop(key, None)
+            with self._wake:
+                self._retry.pop(key, None)
+                entry = self._metas.get(key)
+                if done == NOTHING_INDEXES or entry is None or entry[1].indexed_lines >= entry[1].lines:
+                    self._pending.pop(key, None)
+                elif key in self._pending:
+                    self._pending.move_to_end(key)  # the next step of a long session after the others' turn
+
+    def _index_failed(self, key, exc: Exception) -> None:
+        self.index_errors += 1
+        with self._wake:
+            failures = self._retry.get(key, (0.0, 0))[1]
+            wait = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+            self._retry[key] = (time.monotonic() + wait, failures + 1)
+            if key in self._pending:
+                self._pending.move_to_end(key)
+            kind = type(exc).__name__
+            first_of_kind = kind not in self._failure_kinds
+            self._failure_kinds.add(kind)
+        if first_of_kind:  # once per kind (a refused session retries every RETRY_SECONDS[-1]); the kind and the
+            # session only: an exception's message may quote the turns, which are never logged
+            log.warning("indexing session turns failed (%s) for agent %r, %s session %r; it is retried with a "
+                        "backoff and the other sessions go on (further %s failures are not logged)", kind, key[0],
+                        key[1], key[2], kind)
 
     def _index_step(self, key) -> bool | str:
         """Index the next lines of one session; True when it is all indexed, NOTHING_INDEXES when no plugin
