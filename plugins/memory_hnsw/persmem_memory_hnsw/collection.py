@@ -37,6 +37,11 @@ from .vectors import VectorIndex
 log = logging.getLogger("persmem.memory")
 
 
+class WriteFailed(UserError):
+    """The disk refused a write: nothing was stored. Unlike a refused memory, calling again later may succeed
+    (a background indexer keeps the work for then instead of skipping it)."""
+
+
 @dataclass
 class NewMemory:
     content: str
@@ -303,7 +308,7 @@ class Collection:
             return self.log.append(entries)
         except OSError as exc:
             log.error("collection %s: could not append to %s: %s", self.name, self.log.path, exc)
-            raise UserError(write_failed(self.folder, exc, "nothing was stored or changed")) from None
+            raise WriteFailed(write_failed(self.folder, exc, "nothing was stored or changed")) from None
 
     def _maintain(self) -> None:
         """Compact the log when most of it is superseded; save the index now and then. Write lock held.

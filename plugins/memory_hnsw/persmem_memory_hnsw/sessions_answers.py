@@ -19,8 +19,8 @@ from pathlib import PurePath
 
 from persmem_core import UserError
 
-from .collection import Hit, NewMemory
-from .contexts import neighbour_contexts
+from .collection import Hit, NewMemory, WriteFailed
+from .contexts import MAX_CONTEXT_CHARS, neighbour_contexts
 from .permissions import BOOTSTRAP_TYPES, own_filters, pinned_for, visible_to
 from .query import Filters
 from .records import Memory, iso, parse_iso
@@ -33,6 +33,7 @@ SESSIONS = "sessions"  # the collection of session turns
 MEMORIES = "memories"  # the curated memories briefings and recall draw on
 INDEX_BATCH = 128  # turns embedded and logged per durable write
 TURN_CONTEXT_CHARS = 300  # neighbouring turns' text indexed with a turn (keyword search only)
+CWD_CONTEXT_CHARS = 1000  # the working folder's start kept in a turn's context (the whole must stay in its limit)
 SEARCHED_CHARS = 4000  # a query's or a prompt's start that is searched
 RECALL_MIN_WORDS = 3  # "yes", "go on", "hello": too little said to recall anything by
 RECALL_PASSAGE_CHARS = 800  # the part of a recalled memory handed to a prompt
@@ -53,7 +54,9 @@ def turn_id(agent: str, client: str, session_id: str, index: int) -> str:
 
 
 def index_turns(memories: MemoryService, agent: str, turns: list[dict]) -> int:
-    """Store `agent`'s `turns` in `sessions`, each once; how many were new."""
+    """Store `agent`'s `turns` in `sessions`, each once; how many were new. A turn the store or the embedder
+    refuses is logged and left out, so it never stops the other turns (nor, in the sessions plugin's worker,
+    every other session); only a write the disk refused raises, for the worker to try again later."""
     items = _new_memories(memories.config, agent, turns)
     if not items:
         return 0
@@ -61,17 +64,54 @@ def index_turns(memories: MemoryService, agent: str, turns: list[dict]) -> int:
     with _index_lock:
         col = memories.collection(SESSIONS)
         for start in range(0, len(items), INDEX_BATCH):
-            batch = items[start:start + INDEX_BATCH]
-            fresh = [item for item in batch if item.memory_id not in col.memories]
-            if not fresh:
-                continue
-            try:
-                results = col.store(fresh, author=agent, dedup=False)
-            except UserError:  # an id was taken meanwhile by a memory_store naming it: store the rest
-                fresh = [item for item in fresh if item.memory_id not in col.memories]
-                results = col.store(fresh, author=agent, dedup=False) if fresh else []
-            new += sum(result["status"] == "stored" for result in results)
+            fresh = _not_indexed(col, agent, items[start:start + INDEX_BATCH])
+            if fresh:
+                new += _store(col, agent, fresh)
     return new
+
+
+def _not_indexed(col, agent: str, batch: list[NewMemory]) -> list[NewMemory]:
+    """The memories of `batch` not stored yet. An id held by another author's memory cannot be this turn's (it
+    was named by a memory_store before private collections refused chosen ids, or `sessions` is not private
+    here): the turn is left out, and the log says so, since its session is then not wholly searchable."""
+    fresh = []
+    for item in batch:
+        held = col.memories.get(item.memory_id)
+        if held is None:
+            fresh.append(item)
+        elif held.author != agent:
+            log.warning("session turn %s of %s not indexed: its id is taken by a memory of %s in collection %r",
+                        item.memory_id, agent, held.author, SESSIONS)
+    return fresh
+
+
+def _store(col, agent: str, items: list[NewMemory]) -> int:
+    """Store `items` in one durable write; when one of them is refused (by the store: its size, its id taken
+    meanwhile; by the embedder: a text it cannot read), each on its own, leaving out the refused ones."""
+    try:
+        return _count_stored(col.store(items, author=agent, dedup=False))
+    except WriteFailed:
+        raise
+    except (UserError, TypeError, ValueError):
+        pass  # which one? store them one by one
+    new = 0
+    for item in items:
+        if item.memory_id in col.memories:
+            continue
+        try:
+            new += _count_stored(col.store([item], author=agent, dedup=False))
+        except WriteFailed:
+            raise
+        except UserError as exc:  # says what is wrong with the memory, never its content
+            log.warning("session turn %s of %s not indexed: %s", item.memory_id, agent, str(exc)[:300])
+        except (TypeError, ValueError) as exc:  # the embedder's message may quote the text: its kind only
+            log.warning("session turn %s of %s not indexed: the embedder refused its text (%s)", item.memory_id,
+                        agent, type(exc).__name__)
+    return new
+
+
+def _count_stored(results: list[dict]) -> int:
+    return sum(result["status"] == "stored" for result in results)
 
 
 def _new_memories(config, agent: str, turns: list[dict]) -> list[NewMemory]:
@@ -91,16 +131,17 @@ def _new_memories(config, agent: str, turns: list[dict]) -> list[NewMemory]:
         run = list(run)
         contexts = neighbour_contexts([item.content for _, item in run], TURN_CONTEXT_CHARS)
         for (turn, item), context in zip(run, contexts, strict=True):
-            item.context = f"{_one_line(turn.get('cwd', ''))}\n{context}"
+            cwd = _readable(_one_line(turn.get("cwd", "")))[:CWD_CONTEXT_CHARS]
+            item.context = f"{cwd}\n{context}"[:MAX_CONTEXT_CHARS]
     return [item for _, item in items]
 
 
 def _turn_memory(config, agent: str, turn: dict) -> NewMemory | None:
-    text = turn["text"].strip()
+    text = _readable(turn["text"]).strip()
     if not text:
         return None
     client, session_id, index = turn["client"], turn["session_id"], int(turn["index"])
-    if not re.fullmatch(r"[a-z]+", client) or index < 0:
+    if not re.fullmatch(r"[a-z]{1,16}", client) or index < 0:  # (a longer client would make too long an id)
         raise ValueError(f"client {client!r}, index {index}")
     created = None
     if turn.get("time"):
@@ -115,6 +156,16 @@ def _turn_memory(config, agent: str, turn: dict) -> NewMemory | None:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+def _readable(text: str) -> str:
+    """`text` as valid Unicode: a lone surrogate (half of an emoji a client cut in two, as its JSON may carry
+    it) becomes U+FFFD, a pair split in two is joined. The embedder refuses a text holding one."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 # -- reading turns back -------------------------------------------------------------------------------------

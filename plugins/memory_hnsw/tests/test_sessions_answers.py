@@ -4,6 +4,7 @@ indexing turns, searching them back, recalling memories for a prompt, the briefi
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -98,6 +99,48 @@ def test_turns_without_text_or_malformed_are_skipped_and_the_rest_indexed(host):
     turns = [turn(0, "   ", session_id="mixed"), {"text": "no session"}, turn(2, "a real turn", session_id="mixed"),
              {**turn(3, "bad index", session_id="mixed"), "index": "x"}]
     assert host.hook.index_session_turns(host=host, agent="kite", turns=turns) == [1]
+
+
+# -- indexing never stalls: a turn that cannot be stored as it came is cut, cleaned or left out alone ---------
+
+def test_a_turn_in_a_very_long_folder_is_indexed_with_the_folder_cut(host):
+    long_cwd = "/" + "a" * 4000
+    turns = [turn(0, "a turn about cormorants in a deep folder", session_id="long-cwd", cwd=long_cwd),
+             turn(1, "x" * 3000, session_id="long-cwd", cwd=long_cwd, role="assistant")]
+    assert host.hook.index_session_turns(host=host, agent="kite", turns=turns) == [2]
+    memory = service(host).collection(SESSIONS).get(turn_id("kite", "claude", "long-cwd", 0))
+    assert memory.context.startswith("/" + "a" * 999 + "\n") and len(memory.context) <= 4001
+
+
+def test_a_turn_cut_inside_an_emoji_is_indexed_with_a_replacement_character(host):
+    turns = [turn(0, "the deploy output ends in a cut emoji \ud83d", session_id="cut-emoji"),
+             turn(1, "and a whole one \ud83d\ude00", session_id="cut-emoji", cwd="/home/me/\udc80src")]
+    assert host.hook.index_session_turns(host=host, agent="kite", turns=turns) == [2]
+    col = service(host).collection(SESSIONS)
+    assert col.get(turn_id("kite", "claude", "cut-emoji", 0)).content.endswith("cut emoji \ufffd")
+    assert col.get(turn_id("kite", "claude", "cut-emoji", 1)).content.endswith("whole one \U0001F600")
+
+
+def test_a_turn_the_store_refuses_is_logged_without_its_text_and_the_rest_indexed(host, caplog):
+    secret_text = "the refused turn's own words: ptarmigan"
+    turns = [turn(0, "the turn before the refused one", session_id="refused"),
+             turn(10 ** 120, secret_text, session_id="refused"),  # its id would be over 128 characters
+             turn(2, "the turn after the refused one", session_id="refused")]
+    with caplog.at_level(logging.WARNING, logger="persmem.memory.sessions"):
+        assert host.hook.index_session_turns(host=host, agent="kite", turns=turns) == [2]
+    refused = [r.getMessage() for r in caplog.records if "not indexed" in r.getMessage()]
+    assert len(refused) == 1 and "invalid memory id" in refused[0] and "ptarmigan" not in caplog.text
+
+
+def test_a_turn_id_another_author_holds_is_left_out_and_logged(host, caplog):
+    squatted = turn_id("kite", "claude", "squatted", 0)
+    service(host).collection(SESSIONS).store([NewMemory(content="planted by wren", project="acme", type="note",
+                                                        tags=[], memory_id=squatted)], author="wren", dedup=False)
+    turns = [turn(0, "kite's first turn", session_id="squatted"), turn(1, "kite's second turn", session_id="squatted")]
+    with caplog.at_level(logging.WARNING, logger="persmem.memory.sessions"):
+        assert host.hook.index_session_turns(host=host, agent="kite", turns=turns) == [1]
+    assert f"{squatted} of kite not indexed: its id is taken by a memory of wren" in caplog.text
+    assert service(host).collection(SESSIONS).get(squatted).content == "planted by wren"
 
 
 def test_indexing_from_several_threads_at_once_stores_each_turn_once(host):
