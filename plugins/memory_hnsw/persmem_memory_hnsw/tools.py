@@ -46,14 +46,27 @@ def memory_store(
     - project: groups memories ("general" by default); memory_search can filter on it.
     - tags: comma-separated labels, e.g. "auth,jwt".
     - memory_type: session_note, decision, handoff, bug, pattern, preference, identity, directive, ...
-    - memory_id: optional id of your choosing; by default one is generated.
+    - memory_id: optional id of your choosing; by default one is generated. Not in a private collection
+      (like `sessions`): there the server gives every id, so leave it empty.
     - dedup: when an identical or near-identical memory exists in the project, its id is returned
       with status "duplicate" instead of storing a copy (nothing is ever deleted).
     Returns {"status": "stored"|"duplicate", "id": ...}. The author is you (the calling agent).
     """
+    if memory_id:
+        _check_id_allowed(call.host.section("memory"), collection, "memory_id")
     item = NewMemory(content=content, project=parse_label(project, "project"), type=parse_label(memory_type, "memory_type"),
                      tags=parse_tags(tags), memory_id=memory_id)
     return _service(call).collection(collection).store([item], author=call.agent, dedup=dedup)[0]
+
+
+def _check_id_allowed(config, collection: str, field: str) -> None:
+    """Refuse an id the caller chose in a private collection. There another agent's entries are invisible, so
+    an id of theirs could neither be reported as taken (that would tell their turns exist: session turn ids
+    can be computed) nor taken by the caller (their indexing would then skip that turn). The refusal is the
+    same whether the id is taken or not."""
+    if is_private(config, collection):
+        raise UserError(f"{field} cannot be chosen in collection {collection!r}: ids in a private collection are "
+                        f"given by the server. Leave {field} empty; the reply names the id stored.")
 
 
 def memory_bulk_store(
@@ -65,7 +78,8 @@ def memory_bulk_store(
     call: CallContext = None,
 ) -> dict:
     """Store many memories in one call: `chunks` is a JSON array (or a list) of
-    {"content": ..., "tags": "a,b" or [...], "type": ..., "project": ..., "id": ...} objects; only content is required.
+    {"content": ..., "tags": "a,b" or [...], "type": ..., "project": ..., "id": ...} objects; only content is required
+    ("id" is refused in a private collection like `sessions`, where the server gives every id).
     All are written together (one durable write). Returns one {"status", "id"} per chunk, in order.
 
     Chunks are taken as consecutive pieces of one conversation or document: up to `context_chars` characters
@@ -94,6 +108,8 @@ def memory_bulk_store(
             if chunk.get(key) is not None and not isinstance(chunk[key], str):
                 raise UserError(f"chunks[{i}].{key} must be a string, got {type(chunk[key]).__name__} "
                                 f"{json.dumps(chunk[key])[:40]}; leave it out to use the default.")
+        if chunk.get("id"):
+            _check_id_allowed(call.host.section("memory"), collection, f"chunks[{i}].id")
         items.append(NewMemory(
             content=chunk["content"],
             project=parse_label(chunk.get("project") or project, f"chunks[{i}].project"),

@@ -2,15 +2,17 @@
 plugin indexes) shows and lets change each agent's entries to that agent only, through a real `persmem serve`,
 a real MCP client and the real dashboard, with two agents. wren holds an editors grant over everyone: it must
 not reach into a private collection. Grouped by attack: reading another's entries, changing them, counting
-them, and memory_search's include_sessions."""
+them, memory_search's include_sessions, and choosing ids (squatting another's future turn, probing for its turns)."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import httpx2
 import pytest
 
+from persmem_core.ownership import socket_path
 from persmem_core.testing import ToolCallError, start_server, write_config
 from persmem_memory_hnsw.sessions_answers import turn_id
 
@@ -18,12 +20,32 @@ KITE_TURN = "kite asked: where does the albatross deploy key live? In the ops va
 WREN_TURN = "wren asked: how do we rotate the albatross deploy key? Rotate it quarterly in the ops vault."
 
 
-def store_turn(server, agent, session_id, index, text, role="user"):
-    """A session turn as the memory plugin indexes it (the sessions plugin's capture is not needed here)."""
-    return server.call_tool("memory_store", {
-        "content": text, "collection": "sessions", "project": "acme", "memory_type": role, "dedup": False,
-        "tags": f"session:{session_id},client:claude", "memory_id": turn_id(agent, "claude", session_id, index),
-    }, agent=agent)["id"]
+def capture_turns(server, agent, session_id, said, role="user"):
+    """Turns as they really reach `sessions`: captured by the sessions plugin through the owner's socket and
+    indexed by its worker (memory_store cannot name a turn's id there: the server gives ids in a private
+    collection). `said` is one text per turn, all of `role`; returns their memory ids once they are indexed."""
+    lines = [json.dumps({"type": role, "timestamp": "2026-03-01T10:00:00Z", "message": {
+        "role": role, "content": text if role == "user" else [{"type": "text", "text": text}]}}) for text in said]
+    with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(server.home))), base_url="http://persmem",
+                       headers={"X-Persmem-Agent": agent}, timeout=60) as http:
+        start = http.get(f"/sessions/capture/claude/{session_id}").json()["lines"]
+        reply = http.post("/sessions/capture", json={"client": "claude", "session_id": session_id,
+                                                     "cwd": "/home/dev/src/acme", "first_line": start,
+                                                     "lines": lines, "event": "Stop"})
+        assert reply.status_code == 200, reply.text
+    ids = [turn_id(agent, "claude", session_id, start + n) for n in range(len(said))]
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            server.call_tool("memory_get", {"memory_id": ids[-1], "collection": "sessions"}, agent=agent)
+            return ids
+        except ToolCallError:
+            assert time.monotonic() < deadline, f"{agent}'s turns of {session_id} were not indexed within 60 s"
+            time.sleep(0.3)
+
+
+def store_turn(server, agent, session_id, text, role="user"):
+    return capture_turns(server, agent, session_id, [text], role)[0]
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +53,10 @@ def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     write_config(home, {"memory": {"editors": {"wren": ["*"]}}})
     running = start_server(home, agents=("kite", "wren"))
-    running.kite_turn = store_turn(running, "kite", "kite-s1", 0, KITE_TURN)
-    running.kite_answer = store_turn(running, "kite", "kite-s1", 1, "The albatross key is rotated by the ops team.",
+    running.kite_turn = store_turn(running, "kite", "kite-s1", KITE_TURN)
+    running.kite_answer = store_turn(running, "kite", "kite-s1", "The albatross key is rotated by the ops team.",
                                      role="assistant")
-    running.wren_turn = store_turn(running, "wren", "wren-s1", 0, WREN_TURN)
+    running.wren_turn = store_turn(running, "wren", "wren-s1", WREN_TURN)
     running.kite_memory = running.call_tool("memory_store", {
         "content": "Decision: the albatross deploy key stays in the ops vault.", "project": "acme"}, agent="kite")["id"]
     yield running
@@ -130,11 +152,9 @@ def test_include_sessions_never_brings_another_agents_turns(server):
 
 
 def test_include_sessions_keeps_the_reply_within_its_budget(server):
-    chunks = [{"content": f"albatross deploy key, long turn {n}: " + "the vault path and the rotation " * 150,
-               "id": turn_id("kite", "claude", "long-s", n), "tags": "session:long-s,client:claude",
-               "type": "assistant"} for n in range(20)]
-    server.call_tool("memory_bulk_store", {"chunks": chunks, "collection": "sessions", "project": "acme",
-                                           "dedup": False, "context_chars": 0}, agent="kite")
+    capture_turns(server, "kite", "long-s", [f"albatross deploy key, long turn {n}: " +
+                                              "the vault path and the rotation " * 150 for n in range(20)],
+                  role="assistant")
     found = search(server, "kite", include_sessions=True, top_k=20)
     assert len(json.dumps(found, indent=2, ensure_ascii=False)) <= 10_000
     assert found["count"] >= 3 and any(r.get("session_turn") for r in found["results"])
@@ -157,8 +177,45 @@ def test_chorus_init_shows_no_other_agents_handoff_when_memories_are_private(tmp
 def test_include_sessions_finds_turns_before_any_memory_was_stored(tmp_path):
     fresh = start_server(tmp_path, agents=("kite",))
     try:
-        turn = store_turn(fresh, "kite", "first-day", 0, KITE_TURN)
+        turn = store_turn(fresh, "kite", "first-day", KITE_TURN)
         found = search(fresh, "kite", include_sessions=True)
         assert [r["id"] for r in found["results"]] == [turn] and "hint" not in found
     finally:
         fresh.stop()
+
+
+# -- choosing ids: squatting another agent's future turn, or probing for its turns ---------------------------
+
+def refusal(server, agent, memory_id, tool="memory_store"):
+    """What `agent` is told when it stores under `memory_id` in `sessions` (with the id itself left out)."""
+    args = ({"content": "probe", "collection": "sessions", "memory_id": memory_id, "dedup": False}
+            if tool == "memory_store" else
+            {"chunks": [{"content": "probe", "id": memory_id}], "collection": "sessions", "dedup": False})
+    with pytest.raises(ToolCallError) as refused:
+        server.call_tool(tool, args, agent=agent)
+    return str(refused.value).replace(memory_id, "ID")
+
+
+@pytest.mark.parametrize("tool", ["memory_store", "memory_bulk_store"])
+def test_an_id_chosen_in_a_private_collection_is_refused_the_same_whether_taken_or_not(server, tool):
+    taken = refusal(server, "wren", server.kite_turn, tool)
+    assert taken == refusal(server, "wren", turn_id("kite", "claude", "kite-s1", 9), tool)
+    assert taken == refusal(server, "wren", "a-note-of-my-own", tool) == refusal(server, "kite", server.kite_turn, tool)
+    assert "ids in a private collection are given by the server" in taken and "empty" in taken
+    assert KITE_TURN in server.call_tool("memory_get", {"memory_id": server.kite_turn, "collection": "sessions"},
+                                         agent="kite")["content"]
+
+
+def test_a_future_turn_id_cannot_be_squatted_and_the_turn_is_indexed(server):
+    future = turn_id("kite", "claude", "kite-s2", 0)
+    refusal(server, "wren", future)
+    assert store_turn(server, "kite", "kite-s2", "kite's turn about the puffin rollout") == future
+    assert server.call_tool("memory_get", {"memory_id": future, "collection": "sessions"},
+                            agent="kite")["author"] == "kite"
+
+
+def test_storing_without_an_id_in_a_private_collection_still_works(server):
+    stored = server.call_tool("memory_store", {"content": "wren's own note in sessions", "collection": "sessions",
+                                               "dedup": False}, agent="wren")
+    assert stored["status"] == "stored"
+    server.call_tool("memory_delete", {"memory_id": stored["id"], "collection": "sessions"}, agent="wren")
