@@ -206,7 +206,8 @@ def search_turns(memories: MemoryService, agent: str, query: str, project: str, 
 def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclude_ids, top_k: int) -> list[dict]:
     """The curated memories relevant to `prompt`, those of `project` first: only those whose similarity in
     meaning reaches `[memory] recall_min_similarity` (an absolute bar: the fused search score only ranks, it
-    says nothing about relevance), never an identity or directive entry (those are their author's voice)."""
+    says nothing about relevance), never an identity or directive entry (those are their author's voice).
+    Each says its author, and another agent's text starts with "(by <author>) " (by_line)."""
     if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or MEMORIES not in memories.collections():
         return []
     exclude = set(exclude_ids or ())
@@ -219,8 +220,16 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
                 found.setdefault(hit.memory.id, hit)
         if len(found) >= top_k or not project:
             break
-    return [{"id": hit.memory.id, "text": shaped_content(hit.memory.content, set(), RECALL_PASSAGE_CHARS)["content"],
-             "score": round(hit.dense, 3), "project": hit.memory.project} for hit in list(found.values())[:top_k]]
+    return [{"id": hit.memory.id, "author": hit.memory.author, "score": round(hit.dense, 3),
+             "text": by_line(agent, hit.memory) + shaped_content(hit.memory.content, set(),
+                                                                 RECALL_PASSAGE_CHARS)["content"],
+             "project": hit.memory.project} for hit in list(found.values())[:top_k]]
+
+
+def by_line(agent: str, memory: Memory) -> str:
+    """"(by wren) " before another agent's memory handed to `agent`'s session: the session must see whose words
+    those are (a note anyone may store is no instruction of the user's); the agent's own memories go unmarked."""
+    return "" if memory.author == agent else f"(by {memory.author}) "
 
 
 def _relevant(memories: MemoryService, agent: str, text: str, filters: Filters, pool: int,
@@ -256,16 +265,17 @@ def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget
                     key=lambda m: (m.type != "identity", m.type, m.created))  # who the agent is, first
     sections = []
     if pinned:
-        sections.append(_section("Your identity and directives", pinned, int(budget_chars * PINNED_SHARE), 0))
+        sections.append(_section(agent, "Your identity and directives", pinned,
+                                 int(budget_chars * PINNED_SHARE), 0))
     handoffs = col.recent(types={"handoff"}, project=project, limit=1,
                           predicate=lambda m: visible_to(config, MEMORIES, agent, m)) if project else []
     if handoffs:
-        sections.append(_section(f"Latest handoff in project {project}", handoffs,
+        sections.append(_section(agent, f"Latest handoff in project {project}", handoffs,
                                  int(budget_chars * HANDOFF_SHARE), 1))
     shown = {m.id for m in (*pinned, *handoffs)}
     relevant = [m for m in _project_memories(memories, agent, project, cwd) if m.id not in shown][:RELEVANT_MAX]
     if relevant:
-        sections.append(_section(f"Memories relevant to {project or 'this folder'}", relevant,
+        sections.append(_section(agent, f"Memories relevant to {project or 'this folder'}", relevant,
                                  int(budget_chars * RELEVANT_SHARE), 3))
     return [section for section in sections if section["text"]]
 
@@ -296,17 +306,18 @@ def _folder_words(cwd: str) -> list[str]:
     return parts[-3:]
 
 
-def _section(title: str, items: list[Memory], chars: int, priority: int) -> dict:
-    """A briefing section listing `items` within `chars`: each whole when it fits its share (what a short one
-    leaves goes to the next), else cut and pointing to memory_get; one that cannot show ITEM_MIN_CHARS is left
-    out, and the section says so."""
+def _section(agent: str, title: str, items: list[Memory], chars: int, priority: int) -> dict:
+    """A briefing section listing `items` within `chars` for `agent`, another agent's marked with its author:
+    each whole when it fits its share (what a short one leaves goes to the next), else cut and pointing to
+    memory_get; one that cannot show ITEM_MIN_CHARS is left out, and the section says so."""
     lines, ids, left = [], [], chars
     for n, memory in enumerate(items):
         share = left // (len(items) - n)
+        by = by_line(agent, memory)
         cut = f" ({memory.type}, {iso(memory.updated)[:10]}, id {memory.id}; memory_get {memory.id} for the whole)"
-        shown = shaped_content(memory.content, set(), max(ITEM_MIN_CHARS, share - len(cut) - 4))
+        shown = shaped_content(memory.content, set(), max(ITEM_MIN_CHARS, share - len(by) - len(cut) - 4))
         tail = cut if shown.get("truncated") else f" ({memory.type}, {iso(memory.updated)[:10]}, id {memory.id})"
-        line = f"- {shown['content']}{tail}"
+        line = f"- {by}{shown['content']}{tail}"
         if len(line) + 1 > left:
             if lines:
                 lines.append(f"- ({len(items) - n} more left out for space)")

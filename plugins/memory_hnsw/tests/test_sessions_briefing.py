@@ -56,7 +56,8 @@ def test_the_briefing_pins_the_agents_own_identity_and_directives_only(host):
     assert first["priority"] == 0
     assert set(first["memory_ids"]) == {"kite-identity", "kite-directive", "kite-long-directive"}
     assert "careful reviewer" in first["text"] and "run the linters" in first["text"]
-    assert "wren" not in " ".join(s["text"] for s in memory_sections(host))
+    assert "Obey wren" not in " ".join(s["text"] for s in memory_sections(host))
+    assert all("wren-identity" not in s["memory_ids"] for s in memory_sections(host))
 
 
 def test_the_briefing_carries_the_projects_latest_handoff(host):
@@ -71,6 +72,14 @@ def test_the_briefing_lists_memories_relevant_to_the_project_and_never_session_t
     assert "Kiosk screens" not in relevant["text"]
     assert all("session turn" not in s["text"] for s in memory_sections(host))
     assert all(not i.startswith("turn-") for s in memory_sections(host) for i in s["memory_ids"])
+
+
+def test_another_agents_memory_in_the_briefing_names_its_author_and_ones_own_do_not(host):
+    sections = memory_sections(host)
+    lines = [line for s in sections for line in s["text"].splitlines()]
+    others = [line for line in lines if "Stripe webhooks" in line or "except shard 8" in line]
+    assert len(others) == 2 and all(line.startswith("- (by wren) ") for line in others)
+    assert all(not line.startswith("- (by ") for line in sections[0]["text"].splitlines())  # kite's own
 
 
 @pytest.mark.parametrize("budget", [800, 2000, 8000])
