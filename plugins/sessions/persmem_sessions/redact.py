@@ -21,12 +21,17 @@ order they run (docs/sessions.md lists them with examples):
 - `url_password`   the password in scheme://user:password@host
 - `assignment`     the value of an assignment whose name contains SECRET, TOKEN (not TOKENS, TOKENIZER),
                    PASSWORD, PASSWD, PASSPHRASE, API_KEY, ACCESS_KEY or PRIVATE_KEY (any case, _ and - ignored):
-                   `.env` lines (`export GITHUB_TOKEN=...`), YAML/TOML (`password: ...`), JSON and code
-                   (`"client_secret": "..."`, `api_key = '...'`). Numbers and true/false/null are kept
+                   `.env` lines (`export GITHUB_TOKEN=...`), shell words (`cd app && DB_PASSWORD=... ./run`),
+                   YAML/TOML (`password: ...`), headers (`-H 'X-Api-Key: ...'`), flags (`--password ...`,
+                   `--api-key=...`; not `--password-stdin`, `--token-file`), JSON and code (`"client_secret":
+                   "..."`, `api_key = '...'`, `os.environ["DB_PASSWORD"] = "..."`), every string of a JSON list
+                   under such a key (`{"passwords": [...]}`). Numbers and true/false/null are kept
                    (`max_tokens: 4096` is not a secret).
 
-What no rule can see stays: a secret with no recognisable shape and no telling name around it. The rules
-are linear regular expressions (no nested repetition), so a multi-megabyte line costs a scan, not a hang.
+What no rule can see stays: a secret with no recognisable shape and no telling name around it (or only
+base64-encoded, or split across two messages), `curl -u user:pass`, JSON escaped twice. The rules are linear
+regular expressions (no nested repetition, and no repetition right after a lookbehind that every position
+passes), so a multi-megabyte line costs a scan, not a hang.
 """
 
 from __future__ import annotations
@@ -73,11 +78,19 @@ _SHAPES: list[tuple[str, re.Pattern[str], int]] = [
     ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@\"'<>]{0,200}:([^\s@/\"'<>]{1,200})@"), 1),
 ]
 
-# name = value, the value quoted (JSON, code, YAML, TOML; also inside JSON-escaped text: \"password\": \"...\") ...
-_QUOTED_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})\\?[\"']?[ \t]*[:=][ \t]*\\?([\"'])([^\"'\n\\]{4,}?)\\?\2")
-# ... or bare at the start of a line (.env, YAML, shell export)
-_BARE_ASSIGNMENT = re.compile(r"(?m)^[ \t]*(?:export[ \t]+)?([A-Za-z0-9_.-]{1,100})[ \t]*[:=][ \t]*"
+# name = value, the value quoted (JSON, code, YAML, TOML; also inside JSON-escaped text: \"password\": \"...\";
+# and a subscript: os.environ["DB_PASSWORD"] = "...") ...
+_QUOTED_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]{1,100})\\?[\"']?\]?[ \t]*[:=][ \t]*\\?([\"'])"
+                                r"([^\"'\n\\]{4,}?)\\?\2")
+# ... or bare at the start of a line (.env, YAML, shell export) or of a shell word (`cd app && DB_PASSWORD=... ./run`;
+# `^[ \t]*` only at a line's start: spaces after a lookbehind would be rescanned at every position) ...
+_BARE_ASSIGNMENT = re.compile(r"(?m)(?:^[ \t]*|(?<=[\s;&|(]))(?:export[ \t]+)?([A-Za-z0-9_.-]{1,100})[ \t]*[:=][ \t]*"
                               r"([^\s\"'#,;]{4,})")
+# ... or a header anywhere (`curl -H 'X-Api-Key: ...'`, `PRIVATE-TOKEN: ...`) ...
+_HEADER = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z0-9_-]{1,100}):[ \t]*([^\s\"',;]{4,})")
+# ... or a command-line flag's value (`--password VALUE`, `--api-key=VALUE`), not a flag naming a file or stdin
+_FLAG = re.compile(r"(?<![A-Za-z0-9_-])--([A-Za-z0-9_-]{1,100})(?:=|[ \t]+)[\"']?([^\s\"'-][^\s\"']{3,})")
+_FLAG_NAMES_NO_SECRET = re.compile(r"(?:FILE|PATH|DIR|STDIN|FD|ENV|LENGTH|LEN)$")
 
 
 def _replace_group(rule: str, group: int, counter: list[int]) -> Callable[[re.Match[str]], str]:
@@ -93,10 +106,11 @@ def _replace_group(rule: str, group: int, counter: list[int]) -> Callable[[re.Ma
     return replace
 
 
-def _replace_assignment(value_group: int, counter: list[int]) -> Callable[[re.Match[str]], str]:
+def _replace_assignment(value_group: int, counter: list[int], flag: bool = False) -> Callable[[re.Match[str]], str]:
     def replace(match: re.Match[str]) -> str:
         value = match.group(value_group)
-        if not _secret_name(match.group(1)) or _harmless(value):
+        if not _secret_name(match.group(1)) or _harmless(value) or \
+                (flag and _FLAG_NAMES_NO_SECRET.search(match.group(1).upper().replace("_", "").replace("-", ""))):
             return match.group(0)
         counter[0] += 1
         start, end = match.span(value_group)
@@ -114,6 +128,8 @@ def redact(text: str) -> tuple[str, int]:
         text = pattern.sub(_replace_group(rule, group, counter), text)
     text = _QUOTED_ASSIGNMENT.sub(_replace_assignment(3, counter), text)
     text = _BARE_ASSIGNMENT.sub(_replace_assignment(2, counter), text)
+    text = _HEADER.sub(_replace_assignment(2, counter), text)
+    text = _FLAG.sub(_replace_assignment(2, counter, flag=True), text)
     return text, counter[0]
 
 
@@ -157,10 +173,13 @@ def redact_line(line: str) -> tuple[str, int]:
         return node
 
     def named(key, item):  # {"password": "hunter22"}: the name is the key, the value a string of its own
-        if isinstance(item, str) and isinstance(key, str) and _secret_name(key) and not _harmless(item) \
-                and len(item) >= 4:
+        if not (isinstance(key, str) and _secret_name(key)):
+            return walk(item)
+        if isinstance(item, str) and not _harmless(item) and len(item) >= 4:
             counter[0] += 1
             return MARK.format("assignment")
+        if isinstance(item, list):  # {"passwords": ["...", "..."]}: each string of the list
+            return [named(key, value) if isinstance(value, str) else walk(value) for value in item]
         return walk(item)
 
     try:
