@@ -33,4 +33,5 @@ def briefing_sections(host, agent, project, cwd, budget_chars):
 @hookspec(firstresult=True)
 def recall_for_prompt(host, agent, project, prompt, exclude_ids, top_k):
     """Memories relevant to `prompt` above the answering plugin's score floor, none of `exclude_ids`:
-    [{"id": str, "text": str, "score": float, "project": str}] best first; None when nothing can search."""
+    [{"id": str, "text": str, "score": float, "project": str, "author": str}] best first (another agent's memory
+    says who wrote it in its text); None when nothing can search."""
