@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import hook
 
-SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")  # what the server accepts (web.py)
+SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}\Z")  # what the server accepts (web.py)
 UUID_TAIL = re.compile(r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
 CWD_TAG = re.compile(r"<cwd>([^<\n]{1,4096})</cwd>")  # Codex's environment_context, in its older rollouts
 INDEX_STALL_SECONDS = 60.0  # an import that owns the home stops waiting for indexing that does not move

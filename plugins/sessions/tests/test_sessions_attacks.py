@@ -2,8 +2,9 @@
 
 Attackers: another agent on the same server (its own MCP calls, /sessions over the socket naming itself), a
 hostile transcript (what the hook sends), a hostile working folder, the installer editing a user's files.
-Grouped by attack class, each test named by what it refuses. A test marked xfail(strict=True) is a finding that
-still stands today: its reason says what goes wrong; the fix is in the review's report.
+Grouped by attack class, each test named by what it refuses. Eleven of them were findings of the review (a turn
+that stalled indexing for everyone, lines that stopped a session's capture, secrets under telling names, a turn id
+another agent could squat or probe, recall without its author, a session id ending in a line break), now fixed.
 """
 
 from __future__ import annotations
@@ -104,9 +105,6 @@ class TestAnotherAgentAndYourTurns:
         with pytest.raises(ToolCallError, match="you have no session"):
             with_memory.call_tool("session_read", {"session_id": session}, agent="wren")
 
-    @pytest.mark.xfail(strict=True, reason="memory_store(collection='sessions', memory_id=<kite's future turn id>) "
-                       "by wren is stored, and kite's indexing then skips that id as already there: kite's turn is "
-                       "never searchable (sessions_answers.index_turns keeps only ids not in col.memories)")
     def test_another_agent_cannot_squat_a_turn_id_before_it_is_indexed(self, with_memory):
         session = "sess-squatted"
         squat = turn_id("kite", "claude", session, 0)
@@ -123,9 +121,6 @@ class TestAnotherAgentAndYourTurns:
                                                         "session_id": session}, agent="kite")["results"]
         assert [h["index"] for h in hits] == [0]
 
-    @pytest.mark.xfail(strict=True, reason="memory_store with another agent's turn id in the private 'sessions' "
-                       "collection answers 'already exists', and with a free one stores: an existence oracle for "
-                       "kite's sessions and turn counts (collection.store checks ids before privacy)")
     def test_storing_under_a_taken_turn_id_tells_nothing_an_untaken_one_does_not(self, with_memory):
         session = "sess-oracle"
         with socket_client(with_memory.home, "kite") as http:
@@ -184,9 +179,6 @@ class TestArchiveStaysInItsFolder:
                 assert session_id in ("..", ".")
         assert not (plain.home / "etc").exists() and not (plain.home / "sessions" / "etc").exists()
 
-    @pytest.mark.xfail(strict=True, reason="the session id pattern ends in `$`, which also matches before a final "
-                       "line break: 'abc\\n' is accepted (web.SESSION_ID_PATTERN), names an archive file with a line "
-                       "break and a session session_read can never name (tools._check_session_id strips it)")
     def test_a_session_id_with_a_trailing_line_break_is_refused(self, plain):
         with socket_client(plain.home, "kite") as http:
             assert capture(http, [user_line("hi")], session_id="trailing-break\n").status_code == 400
@@ -261,8 +253,6 @@ class TestSecretsNeverStored:
         read = plain.call_tool("session_read", {"session_id": session}, agent="kite")
         assert SECRET not in json.dumps(read)
 
-    @pytest.mark.xfail(strict=True, reason="secrets named by a header, a subscript, a flag, a mid-command "
-                       "assignment or a list under a secret key reach the archive (redact.py rules)")
     @pytest.mark.parametrize("shape", list(NAMED_LEAKS))
     def test_a_secret_with_a_telling_name_is_redacted_wherever_it_stands(self, plain, shape):
         session = f"sess-leak-{shape}"
@@ -271,9 +261,6 @@ class TestSecretsNeverStored:
         text, meta = archived(plain.home, "kite", "claude", session)
         assert SECRET not in text and meta["redactions"] == 1
 
-    @pytest.mark.xfail(strict=True, reason="a line holding a lone surrogate escape (\\ud800) and a secret is "
-                       "written back by redact_line with ensure_ascii=False; archive.append_lines' encode() then "
-                       "raises UnicodeEncodeError: HTTP 500, and every later capture of the session fails the same")
     def test_a_lone_surrogate_beside_a_secret_does_not_stop_the_capture(self, plain):
         session = "sess-surrogate"
         line = '{"type":"user","message":{"role":"user","content":"\\ud800 sk-ant-api03-Qw8rTy2UiOp4AsDf6GhJk8Lz"}}'
@@ -311,26 +298,18 @@ class TestMalformedTranscripts:
             assert reply.status_code == 200 and reply.json()["total_lines"] == 100_000
             assert time.monotonic() - started < 20
 
-    @pytest.mark.xfail(strict=True, reason="a prompt holding a lone surrogate escape (what JSON.stringify writes for "
-                       "a string cut inside an emoji) becomes the session's title, and msgspec cannot encode it: "
-                       "archive.write_meta raises UnicodeEncodeError, HTTP 500, the session is never captured")
     def test_a_prompt_cut_inside_an_emoji_is_captured(self, plain):
         line = '{"type": "user", "message": {"role": "user", "content": "deploy it now \\ud83d"}}'
         with socket_client(plain.home, "kite") as http:
             reply = capture(http, [line, user_line("after the cut emoji")], session_id="sess-cut-emoji")
             assert reply.status_code == 200, reply.text[:200]
 
-    @pytest.mark.xfail(strict=True, reason="a tool output that is deeply nested JSON text (e.g. `cat deep.json`) "
-                       "makes redact._nested_json's json.loads raise RecursionError (only ValueError is caught): "
-                       "HTTP 500, and the session is never captured past that line again")
     def test_a_deeply_nested_tool_output_does_not_stop_the_sessions_capture(self, plain):
         session = "sess-deep-output"
         with socket_client(plain.home, "kite") as http:
             reply = capture(http, [tool_result_line("[" * 5000 + "]" * 5000), user_line("later")], session_id=session)
             assert reply.status_code == 200, reply.text[:200]
 
-    @pytest.mark.xfail(strict=True, reason="a transcript line nested 600 deep makes redact_line's json.loads / walk "
-                       "raise RecursionError: HTTP 500 instead of archiving it as text")
     def test_a_deeply_nested_line_is_archived_as_text(self, plain):
         with socket_client(plain.home, "kite") as http:
             reply = capture(http, ['{"a":' * 600 + "1" + "}" * 600], session_id="sess-deep-line")
@@ -339,10 +318,6 @@ class TestMalformedTranscripts:
 
 
 class TestIndexingNeverStalls:
-    @pytest.mark.xfail(strict=True, reason="a turn whose cwd is over ~3,400 characters (the API takes 4,096) makes "
-                       "the memory side refuse its context (UserError: context is N characters; at most 4001); the "
-                       "worker retries that session forever and, always taking the first pending one, never "
-                       "indexes any other session of any agent")
     def test_a_very_long_cwd_does_not_stall_indexing_of_every_other_session(self, tmp_path):
         running = serve(tmp_path / "home", memory=True)
         try:
@@ -357,9 +332,6 @@ class TestIndexingNeverStalls:
             running.stop()
 
 
-    @pytest.mark.xfail(strict=True, reason="a tool output holding a lone surrogate (a Claude Code output cut inside "
-                       "an emoji) is archived, but its turn makes the embedder raise TypeError (TextInputSequence "
-                       "must be str): the worker retries it forever and indexes no other session")
     def test_a_tool_output_cut_inside_an_emoji_does_not_stall_indexing(self, tmp_path):
         running = serve(tmp_path / "home", memory=True)
         try:
@@ -407,9 +379,6 @@ class TestHookOutput:
         assert output["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
         assert INJECTION in output["hookSpecificOutput"]["additionalContext"]
 
-    @pytest.mark.xfail(strict=True, reason="recall (and the briefing's relevant memories) hand another agent's "
-                       "memory to the session without saying who wrote it or that it is data, not instructions: "
-                       "any agent can speak into every other agent's prompts")
     def test_recalled_memory_of_another_agent_names_its_author(self, planted):
         done = run_hook(planted.home, {"session_id": "sess-hook-author", "hook_event_name": "UserPromptSubmit",
                                        "cwd": "/home/dev/src/kestrel",
