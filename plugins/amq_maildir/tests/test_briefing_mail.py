@@ -14,7 +14,7 @@ from persmem_amq_maildir.service import service
 from persmem_core.host import Host
 from persmem_core.testing import clean_env, write_config
 
-from conftest import NO_MEMORY
+NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}  # not from conftest: a full run may import another one
 
 SESSIONS_PLUGIN = Path(__file__).parents[2] / "sessions"
 

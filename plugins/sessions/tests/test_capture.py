@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from conftest import (CLAUDE_SESSION, CODEX_SESSION, archived, capture, fixture_lines, read_record, serve,
+from sessions_testkit import (CLAUDE_SESSION, CODEX_SESSION, archived, capture, fixture_lines, read_record, serve,
                       socket_client)
 
 

@@ -229,7 +229,7 @@ def test_a_transcript_shorter_than_its_archive_is_skipped_in_one_line(server, tm
 def test_the_fixtures_import_as_the_hooks_capture_them(tmp_path):
     """The realistic fixtures (conftest.py), put where the clients write them: every line archived once, each
     planted secret redacted (the same counts as a hook's capture), the session ids the hooks would send."""
-    from conftest import CLAUDE_SESSION, CODEX_SESSION, FIXTURES, PLANTED, REDACTIONS, serve
+    from sessions_testkit import CLAUDE_SESSION, CODEX_SESSION, FIXTURES, PLANTED, REDACTIONS, serve
 
     me = tmp_path / "me"
     claude = me / ".claude" / "projects" / "-home-dev-src-billing-api" / f"{CLAUDE_SESSION}.jsonl"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import (CLAUDE_SESSION, CODEX_SESSION, PLANTED, REDACTIONS, archived, capture, fixture_lines, serve,
+from sessions_testkit import (CLAUDE_SESSION, CODEX_SESSION, PLANTED, REDACTIONS, archived, capture, fixture_lines, serve,
                       socket_client)
 from persmem_sessions.redact import redact, redact_line
 

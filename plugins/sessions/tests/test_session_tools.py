@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import CLAUDE_SESSION, archived, capture, fixture_lines, serve, socket_client
+from sessions_testkit import CLAUDE_SESSION, archived, capture, fixture_lines, serve, socket_client
 from persmem_core.testing import ToolCallError, assert_tools_answer_clearly
 from persmem_sessions.tools import REPLY_CHARS
 

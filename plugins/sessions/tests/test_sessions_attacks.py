@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import archived, capture, serve, socket_client
+from sessions_testkit import archived, capture, serve, socket_client
 from persmem_core.testing import ToolCallError, clean_env
 
 PERSMEM = Path(sys.executable).parent / "persmem"

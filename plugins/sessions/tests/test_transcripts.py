@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import CLAUDE_SESSION, CODEX_SESSION, fixture_lines
+from sessions_testkit import CLAUDE_SESSION, CODEX_SESSION, fixture_lines
 from persmem_sessions.projects import normalise, project_for
 from persmem_sessions.transcripts import line_turns, transcript_cwd, transcript_session_id
 
