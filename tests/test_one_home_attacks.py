@@ -151,7 +151,8 @@ class RawStdio:
         return answer
 
     def close(self) -> int:
-        self.process.stdin.close()
+        with contextlib.suppress(BrokenPipeError):  # a session that refused to start left our writes unread
+            self.process.stdin.close()
         try:
             return self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
