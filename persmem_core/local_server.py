@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("persmem.local")
 
 AGENT_HEADER = "x-persmem-agent"
+LOCAL_BASE_URL = "http://persmem.local"  # the Host local clients name: the socket has no host name of its own
 OWNER_PATH = "/_local/owner"
 HANDOVER_PATH = "/_local/handover"
 

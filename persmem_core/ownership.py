@@ -107,7 +107,8 @@ def check_private_home(home: Path) -> None:
     # write access, which lets in nobody else), is refused.
     group_writable = info.st_mode & 0o020 and info.st_gid != os.getgid()
     if info.st_uid != os.getuid() or info.st_mode & 0o002 or group_writable:
-        raise UserError(f"{home} is not this user's alone (owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}): "
+        mode = stat.S_IMODE(info.st_mode)
+        raise UserError(f"{home} is not this user's alone (owner uid {info.st_uid}, mode {mode:o}): "
                         f"others could plant a fake server there. Run `chmod go-w {home}` (as its owner), or use "
                         "another PERSMEM_HOME.")
 

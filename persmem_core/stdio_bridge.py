@@ -27,7 +27,14 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from persmem_core.errors import UserError
-from persmem_core.local_server import AGENT_HEADER, OWNER_PATH, LocalListener, OwnerCard, build_local_app
+from persmem_core.local_server import (
+    AGENT_HEADER,
+    LOCAL_BASE_URL,
+    OWNER_PATH,
+    LocalListener,
+    OwnerCard,
+    build_local_app,
+)
 from persmem_core.ownership import (
     OwnerLock,
     answers_for_owner,
@@ -67,7 +74,7 @@ class Bridge:
         import httpx2
 
         transport = httpx2.AsyncHTTPTransport(uds=str(self.sock_path))
-        async with httpx2.AsyncClient(transport=transport, base_url="http://persmem.local", timeout=None) as http:
+        async with httpx2.AsyncClient(transport=transport, base_url=LOCAL_BASE_URL, timeout=None) as http:
             self.http = http
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -105,7 +112,8 @@ class Bridge:
             return
         request_id = message.get("id")
         is_request = "id" in message
-        if is_request and not (request_id is None or isinstance(request_id, (str, int))) or isinstance(request_id, bool):
+        odd_id = isinstance(request_id, bool) or not (request_id is None or isinstance(request_id, (str, int)))
+        if is_request and odd_id:
             await self._invalid(None, "a request id must be a string or a number")
             return
         if "method" not in message:
@@ -151,7 +159,8 @@ class Bridge:
         raise UserError("could not reach the persmem server that owns this home; its log says why.")
 
     async def _invalid(self, request_id, why: str) -> None:
-        await self._reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": f"invalid request: {why}."}})
+        error = {"code": -32600, "message": f"invalid request: {why}."}
+        await self._reply({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     async def _reply(self, answer: dict) -> None:
         data = json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"

@@ -9,7 +9,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from persmem_core.errors import UserError
-from persmem_core.local_server import HANDOVER_PATH, OWNER_PATH, OwnerCard, read_card
+from persmem_core.local_server import HANDOVER_PATH, LOCAL_BASE_URL, OWNER_PATH, OwnerCard, read_card
 from persmem_core.ownership import (
     OwnerLock,
     answers_for_owner,
@@ -58,20 +58,26 @@ def owner_card(host: Host) -> OwnerCard | None:
         return None
 
     try:
-        with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(host.home))),
-                           base_url="http://persmem.local", timeout=5.0) as http:
+        with _owner_client(host, timeout=5.0) as http:
             response = http.get(OWNER_PATH)
     except httpx2.HTTPError:
         return None
     return read_card(response.content) if response.status_code == 200 else None
 
 
+def _owner_client(host: Host, timeout: float):
+    """An HTTP client of the home's local socket (the stdio bridge's is its async twin)."""
+    import httpx2
+
+    return httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(host.home))),
+                         base_url=LOCAL_BASE_URL, timeout=timeout)
+
+
 def _request_handover(host: Host) -> None:
     import httpx2
 
     try:
-        with httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(host.home))),
-                           base_url="http://persmem.local", timeout=HANDOVER_SECONDS) as http:
+        with _owner_client(host, timeout=HANDOVER_SECONDS) as http:
             http.post(HANDOVER_PATH)
     except httpx2.HTTPError:
         pass  # it went away by itself: the lock tells

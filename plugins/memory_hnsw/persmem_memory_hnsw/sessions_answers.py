@@ -18,6 +18,7 @@ import threading
 from pathlib import PurePath
 
 from persmem_core import UserError
+from persmem_core.text import valid_text
 
 from .collection import Hit, NewMemory, WriteFailed
 from .contexts import MAX_CONTEXT_CHARS, neighbour_contexts
@@ -131,13 +132,13 @@ def _new_memories(config, agent: str, turns: list[dict]) -> list[NewMemory]:
         run = list(run)
         contexts = neighbour_contexts([item.content for _, item in run], TURN_CONTEXT_CHARS)
         for (turn, item), context in zip(run, contexts, strict=True):
-            cwd = _readable(_one_line(turn.get("cwd", "")))[:CWD_CONTEXT_CHARS]
+            cwd = valid_text(_one_line(turn.get("cwd", "")))[:CWD_CONTEXT_CHARS]
             item.context = f"{cwd}\n{context}"[:MAX_CONTEXT_CHARS]
     return [item for _, item in items]
 
 
 def _turn_memory(config, agent: str, turn: dict) -> NewMemory | None:
-    text = _readable(turn["text"]).strip()
+    text = valid_text(turn["text"]).strip()
     if not text:
         return None
     client, session_id, index = turn["client"], turn["session_id"], int(turn["index"])
@@ -156,16 +157,6 @@ def _turn_memory(config, agent: str, turn: dict) -> NewMemory | None:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
-
-
-def _readable(text: str) -> str:
-    """`text` as valid Unicode: a lone surrogate (half of an emoji a client cut in two, as its JSON may carry
-    it) becomes U+FFFD, a pair split in two is joined. The embedder refuses a text holding one."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 # -- reading turns back -------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from persmem_core.text import valid_text
+
 CLIENTS = ("claude", "codex")
 CODEX_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<permissions",
                   "<user_shell_command>")
@@ -46,17 +48,6 @@ def cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [cut: {len(text):,} characters in all]"
-
-
-def valid_text(text: str) -> str:
-    """`text` as valid Unicode: a lone surrogate (what a JSON escape like `\\ud83d` decodes to when a client cut a
-    string inside an emoji) becomes U+FFFD, a pair split in two stays one character. UTF-8 encoders, msgspec and
-    the embedder refuse lone surrogates."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _compact(value: Any) -> str:
