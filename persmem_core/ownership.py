@@ -60,10 +60,6 @@ class OwnerLock:
         self.path = self.home / LOCK_NAME
         self._file = None
 
-    @property
-    def held(self) -> bool:
-        return self._file is not None
-
     def acquire(self) -> bool:
         """Take the lock if nobody holds it; True when this process now owns the home."""
         if self._file is not None:
