@@ -45,7 +45,7 @@ def check_bind_allowed(host: Host, bind_host: str) -> None:
         )
 
 
-def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None):
+def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None, route_specs=None):
     """The ASGI app `persmem serve --transport http` runs (also used by tests and benchmarks). With
     `local_socket` (a listening unix socket, `ownership.bind_private_socket`), the same tools are also served
     there to local clients (stdio sessions), for as long as the app runs."""
@@ -81,7 +81,7 @@ def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None):
     async def healthz(request):
         return JSONResponse({"status": "ok"})
 
-    route_specs = host.collect_routes()
+    route_specs = host.collect_routes() if route_specs is None else route_specs
     pages = [spec for spec in route_specs if spec.title]
 
     async def root(request):
@@ -161,10 +161,10 @@ def bind_port(bind_host: str, port: int):
     return sock
 
 
-def startup_lines(host: Host, url: str, local: str) -> list[str]:
+def startup_lines(host: Host, url: str, local: str, route_specs) -> list[str]:
     """What the operator needs to know once the server runs: where to connect, and who gets in."""
     server_cfg = host.config.server
-    pages = ", ".join(f"{spec.title} {url}{spec.prefix}/" for spec in host.collect_routes() if spec.title)
+    pages = ", ".join(f"{spec.title} {url}{spec.prefix}/" for spec in route_specs if spec.title)
     lines = [f"persmem {__version__} serving MCP on {url}/mcp" + (f"; {pages}" if pages else "")
              + f"; local clients (stdio, CLI) through {local}"]
     if host.agents.has_credentials():
@@ -195,7 +195,8 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         shown = f"[{bind_host}]" if ":" in bind_host else bind_host
         url = server_cfg.public_url.rstrip("/") or f"http://{shown}:{port}"
         local = bind_private_socket(socket_path(host.home))
-        app = build_http_app(host, bind_host=bind_host, local_socket=local,
+        route_specs = host.collect_routes()  # once: each call builds the plugins' apps (the dashboard's) anew
+        app = build_http_app(host, bind_host=bind_host, local_socket=local, route_specs=route_specs,
                              card=OwnerCard(role="http", mcp_url=f"{url}/mcp"))
         config = uvicorn.Config(
             app,
@@ -214,7 +215,7 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         )
         host.startup()  # before the port opens: a plugin that cannot start stops the server with one clear line
         host.serving_addresses.add((bind_host, port))
-        for line in startup_lines(host, url, str(socket_path(host.home))):
+        for line in startup_lines(host, url, str(socket_path(host.home)), route_specs):
             log.info("%s", line)
         try:
             stopping_server(config).run(sockets=[tcp])
