@@ -66,6 +66,63 @@ class MemoryConfig(ConfigSection):
                                 "Measured with the default model: prompts about a stored fact score 0.55-0.88, "
                                 "unrelated prompts at most 0.43.")
     ] = 0.45
+    # -- the lifecycle: memory that stays true (lifecycle.py, consolidate.py; docs/memory.md) --
+    supersede_detect: Annotated[
+        bool, Meta(description="memory_store links a new memory to an older one of the same project it restates "
+                               "(same author, or one it may edit) as superseding it: the older one then ranks "
+                               "below and says so. Nothing is deleted; memory_unlink undoes a wrong link.")
+    ] = True
+    supersede_min_similarity: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="Similarity in meaning (cosine) a new memory needs with an older "
+                                                "one to be taken as restating it (with supersede_min_shared_terms).")
+    ] = 0.7
+    supersede_min_shared_terms: Annotated[
+        int, Meta(ge=0, le=20, description="Subject words (not stop words) the new and the older memory must share "
+                                           "to be taken as a restatement.")
+    ] = 2
+    superseded_weight: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="Search score factor of a superseded memory (it ranks below the "
+                                                "memory that replaced it; memory_search include_superseded=false "
+                                                "hides it).")
+    ] = 0.5
+    consolidated_member_weight: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="Search score factor of a memory that a consolidated memory "
+                                                "gathers (it ranks below that consolidated memory).")
+    ] = 0.85
+    feedback_weight: Annotated[
+        float, Meta(ge=0.0, le=0.5, description="How far feedback moves a memory's score: confidence 1 multiplies it "
+                                                "by 1 + this, confidence 0 by 1 - this (0.5, no feedback: unchanged).")
+    ] = 0.15
+    retrieval_weight: Annotated[
+        float, Meta(ge=0.0, le=0.5, description="How far being retrieved often raises a memory's score: at most "
+                                                "by this fraction (log-scaled, reached at 100 retrievals).")
+    ] = 0.05
+    tier_weights: Annotated[
+        dict[str, float],
+        Meta(description="Search score factor per tier: episodic (captured session turns), semantic (curated and "
+                         "consolidated memories), procedural (identity, directive, preference, procedure).")
+    ] = msgspec.field(default_factory=lambda: {"episodic": 0.9, "semantic": 1.0, "procedural": 1.0})
+    consolidate_every_hours: Annotated[
+        float, Meta(ge=0.0, description="How often the server consolidates when idle (0: never on its own; "
+                                        "`persmem memory consolidate` and memory_consolidate still do).")
+    ] = 24.0
+    consolidate_idle_minutes: Annotated[
+        float, Meta(ge=0.0, description="Minutes without a memory write before the scheduled consolidation runs.")
+    ] = 10.0
+    consolidate_min_age_days: Annotated[
+        float, Meta(ge=0.0, description="Only memories at least this old are consolidated (a mature cluster).")
+    ] = 7.0
+    consolidate_min_similarity: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="Similarity in meaning (cosine) a memory needs with a cluster's "
+                                                "first memory to join the cluster.")
+    ] = 0.8
+    consolidate_min_cluster: Annotated[
+        int, Meta(ge=2, le=100, description="Fewest memories a cluster needs to be consolidated.")
+    ] = 3
+    consolidate_max_chars: Annotated[
+        int, Meta(ge=500, le=20_000, description="Longest consolidated memory, in characters (its representative "
+                                                  "statements, best first, until this is reached).")
+    ] = 2000
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
     max_concurrent_per_agent: Annotated[
         int, Meta(ge=1, description="Memory tool calls one agent may have running at once (the server runs up to "

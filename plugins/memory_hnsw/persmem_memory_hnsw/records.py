@@ -27,6 +27,27 @@ class Version(msgspec.Struct, kw_only=True, array_like=True):
     editor: str = ""  # who made this version; "" in logs written before editors were recorded
 
 
+class Feedback(msgspec.Struct, kw_only=True, array_like=True):
+    """One agent's verdict on a memory (memory_validate). Only each agent's latest verdict counts toward the
+    memory's confidence (lifecycle.confidence), so repeating one does not weigh more."""
+
+    by: str
+    at: float
+    helpful: bool
+    note: str = ""
+
+
+class LinkChange(msgspec.Struct, kw_only=True, array_like=True):
+    """One change to a memory's `supersedes` links, kept so a link (and its undoing) can be explained later."""
+
+    action: str  # "linked" or "unlinked"
+    target: str  # the id of the older memory
+    by: str  # the agent who stored the successor (a detected link) or who linked / unlinked it
+    at: float
+    how: str = ""  # "explicit" (memory_store supersedes=), "detected" (lifecycle.find_superseded), "unlink"
+    detail: str = ""  # why, in words: "similarity 0.83; shared terms: staging, database"
+
+
 class Memory(msgspec.Struct, kw_only=True):
     id: str
     content: str
@@ -43,6 +64,15 @@ class Memory(msgspec.Struct, kw_only=True):
     context: str = ""  # neighbouring chunks' text (memory_bulk_store), indexed for keyword search only
     labels: list[int] = []  # vector-index labels of this memory's chunks
     history: list[Version] = []
+    # The lifecycle (lifecycle.py; docs/memory.md "Memory that stays true"). Every field has a default, so
+    # logs written before it decode unchanged. A link lives on one side only (the newer memory, or the
+    # consolidated one): one log entry makes or undoes it, and the other side's view is derived on replay.
+    supersedes: list[str] = []  # ids of older memories (same collection) this one replaces
+    link_history: list[LinkChange] = []  # how `supersedes` came to be, and links undone
+    consolidates: list[str] = []  # for a consolidated memory: the ids of its members
+    feedback: list[Feedback] = []  # memory_validate verdicts, oldest first (the latest MAX_FEEDBACK kept)
+    valid_until: float = 0.0  # a timestamp after which the memory is expired (hidden from search); 0: never
+    review_after: float = 0.0  # a timestamp after which it is due for review (listed, still searched); 0: never
 
 
 class Head(msgspec.Struct, kw_only=True, gc=False):
@@ -62,6 +92,11 @@ class Head(msgspec.Struct, kw_only=True, gc=False):
     first_label: int
     n_labels: int
     dedup_key: int  # (project, author, content hash) folded to 64 bits; a match is confirmed against the log
+    supersedes: tuple[str, ...] = ()
+    consolidates: tuple[str, ...] = ()
+    confidence: float = 0.5  # from its feedback (lifecycle.confidence); 0.5 when none
+    valid_until: float = 0.0
+    review_after: float = 0.0
 
     @property
     def labels(self) -> list[int]:
