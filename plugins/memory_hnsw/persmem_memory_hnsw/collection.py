@@ -5,13 +5,18 @@ append to the log and fsync -> apply to the rows and the index -> release.
 A write that returned is in the log; everything else can be rebuilt from it (replay.py, on open).
 Read path: embed the query outside the lock -> read lock -> rank the rows (ranking.py) ->
 read the winners' entries back from the log.
+
+Lifecycle writes (a supersedes link made or undone, feedback, a consolidated memory) are each one Put of the
+memory that holds the link, so a kill -9 never leaves half a link, and none of them deletes anything. Retrieval
+counts are statistics, not records: kept in memory and saved with the index (usage.msgpack).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -19,22 +24,28 @@ import numpy as np
 from readerwriterlock import rwlock
 
 from persmem_core import UserError
+from persmem_core.fileio import atomic_write_bytes
 
 from .config import MemoryConfig
 from .contexts import MAX_CONTEXT_CHARS
 from .dedup import exact_duplicate, near_duplicate
 from .heap import release_freed_memory
 from .log import LOG_NAME, RecordLog, decode_frame, write_failed
-from .permissions import check_change
+from .lifecycle import CONSOLIDATED_TYPE, LifecycleView, expired, find_superseded, review_due, tier
+from .permissions import BOOTSTRAP_TYPES, check_change, is_private, may_edit, no_such_memory
 from .query import Filters
 from .ranking import rank
-from .records import ID_RE, Delete, Head, Memory, Put, Version, content_hash, new_id, summarize
+from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, Version, content_hash, new_id,
+                      summarize, trim_feedback, votes)
 from .replay import (INDEX_NAME, check_model, load_index, matrix, rebuild_index, record_model, reembed_all,
                      replay_log)
 from .rows import Rows
 from .vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
+
+USAGE_NAME = "usage.msgpack"  # retrieval counts: id -> (count, last retrieved at), saved with the index
+MAX_NOTE_CHARS = 500  # a memory_validate note
 
 
 class WriteFailed(UserError):
@@ -52,6 +63,12 @@ class NewMemory:
     author: str | None = None  # imports keep the original author and time
     created: float | None = None
     context: str = ""  # text around it (contexts.neighbour_contexts), indexed for keyword search only
+    supersedes: list[str] = field(default_factory=list)  # older memories it replaces (checked: see store)
+    consolidates: list[str] = field(default_factory=list)  # a consolidated memory's members (write_consolidated)
+    valid_until: float = 0.0  # expires after this timestamp; 0: never
+    review_after: float = 0.0  # due for review after this timestamp; 0: never
+    detect_supersession: bool = False  # look for an older memory it restates (memory_store of one memory)
+    editor: str | None = None  # who made it, if not its author (the consolidation job)
 
 
 @dataclass
@@ -70,6 +87,9 @@ class Collection:
         self.rows = Rows()
         self.vectors: VectorIndex | None = None
         self.changes_since_save = 0
+        self.usage: dict[str, tuple[int, float]] = {}  # retrievals: id -> (count, last retrieved at)
+        self._usage_lock = threading.Lock()  # searches count retrievals under the read lock, side by side
+        self._usage_changed = False
         self._upkeep_after = 0.0  # monotonic time before which _maintain does nothing (after a failure)
 
     @property
@@ -92,6 +112,7 @@ class Collection:
                                    ef_search=cfg.hnsw_ef_search)
         replay_log(self.log, self.rows, self.vectors, self.embedder.dim, keep_vectors=not reindex)
         release_freed_memory()
+        self.usage = self._load_usage()
         if reindex:
             reembed_all(self.log, self.rows, self.vectors, self.embedder, self._load)
             record_model(self.folder, self.embedder)
@@ -110,6 +131,8 @@ class Collection:
             try:
                 if self.changes_since_save and self.vectors is not None:
                     self.save_index()
+                elif self._usage_changed:
+                    self._save_usage()
             except OSError as exc:  # the index is derived: the next open rebuilds it from the log
                 log.warning("collection %s: could not save the index on close (%s)", self.name, exc)
             self.log.close()
@@ -117,6 +140,40 @@ class Collection:
     def save_index(self) -> None:
         self.vectors.save(self.folder / INDEX_NAME, model_id=self.embedder.model_id, log_offset=self.log.size)
         self.changes_since_save = 0
+        self._save_usage()
+
+    # -- retrieval counts (statistics: a crash loses those since the last save) --
+    def record_retrievals(self, ids: list[str]) -> None:
+        """Count one retrieval of each of `ids` (the results a search returned)."""
+        now = time.time()
+        with self._usage_lock:
+            for memory_id in ids:
+                count, _ = self.usage.get(memory_id, (0, 0.0))
+                self.usage[memory_id] = (count + 1, now)
+            self._usage_changed = self._usage_changed or bool(ids)
+
+    def usage_of(self, memory_id: str) -> tuple[int, float]:
+        """(retrievals, last retrieved at); (0, 0.0) for a memory never returned by a search."""
+        return self.usage.get(memory_id, (0, 0.0))
+
+    def _save_usage(self) -> None:
+        with self._usage_lock:
+            live = {k: list(v) for k, v in self.usage.items() if k in self.rows.heads}
+            self._usage_changed = False
+        if live or (self.folder / USAGE_NAME).exists():
+            atomic_write_bytes(self.folder / USAGE_NAME, msgspec.msgpack.encode(live))
+
+    def _load_usage(self) -> dict[str, tuple[int, float]]:
+        path = self.folder / USAGE_NAME
+        try:
+            saved = msgspec.msgpack.decode(path.read_bytes(), type=dict[str, tuple[int, float]])
+        except FileNotFoundError:
+            return {}
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:  # statistics: start again
+            log.warning("collection %s: retrieval counts in %s unreadable (%s); counting from zero", self.name,
+                        path, exc)
+            return {}
+        return {k: v for k, v in saved.items() if k in self.rows.heads}
 
     def compact(self) -> None:
         """Rewrite the log with only the live memories' latest entries, copied as they are."""
@@ -153,11 +210,17 @@ class Collection:
             return [self._load(memory_id) for memory_id in memory_ids if memory_id in self.memories]
 
     def search(self, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
-               recency_weight: float = 0.0, candidates: int = 60) -> list[Hit]:
+               recency_weight: float = 0.0, candidates: int = 60, include_superseded: bool = True,
+               include_expired: bool = False) -> list[Hit]:
+        """The `top_k` best memories for `query`, weighed by their lifecycle (lifecycle.adjust): superseded ones
+        rank lower (or are left out: include_superseded=False), expired ones are left out unless asked for."""
         qvec = self.embedder.embed_query(query) if mode in ("hybrid", "dense") else None
+        view = LifecycleView(config=self.config, now=time.time(), include_superseded=include_superseded,
+                             include_expired=include_expired, recency_weight=recency_weight,
+                             private=is_private(self.config, self.name), usage=self.usage)
         with self.lock.gen_rlock():
             ranked = rank(self.rows, self.vectors, self.config, query, qvec, top_k=top_k, filters=filters, mode=mode,
-                          recency_weight=recency_weight, candidates=candidates)
+                          candidates=candidates, lifecycle=view)
             return [Hit(memory=self._load(self.rows.at_row[r.row].id), score=r.score, dense=r.dense,
                         lexical=r.lexical) for r in ranked]
 
@@ -195,9 +258,15 @@ class Collection:
             return used
 
     # -- writing ------------------------------------------------------------
-    def store(self, items: list[NewMemory], *, author: str, dedup: bool = True) -> list[dict]:
+    def store(self, items: list[NewMemory], *, author: str, dedup: bool = True,
+              editors: dict[str, list[str]] | None = None) -> list[dict]:
+        """Store `items` for `author` (one log append each, all or nothing on a refusal). An item's
+        `supersedes` must name memories of this collection that its author may change (`editors` grants);
+        with `detect_supersession`, an older memory it restates is linked too (lifecycle.find_superseded).
+        A result says `"supersedes": [{"id", "how", ...}]` when a link was made."""
         for item in items:
             self._validate_new(item)
+        editors = editors or {}
         embedded = self.embedder.embed_chunks([item.content for item in items])
         results, puts, pending = [], [], []
         with self.lock.gen_wlock():
@@ -208,6 +277,7 @@ class Collection:
                 owner = item.author or author
                 if item.memory_id and item.memory_id in self.memories:
                     raise UserError(f"memory id {item.memory_id!r} already exists; use memory_update to change it.")
+                explicit = self._check_supersedes(item, owner, editors)
                 if dedup:
                     same = (exact_duplicate(self.rows, self._load, item.project, owner, digest)
                             or batch_hashes.get((item.project, owner, digest)))
@@ -221,24 +291,45 @@ class Collection:
                                         "similarity": round(near[1], 4)})
                         continue
                 memory_id = item.memory_id or new_id()
-                labels = self.rows.new_labels(len(vecs))
                 created = item.created if item.created is not None else now
+                links = [LinkChange(action="linked", target=target, by=owner, at=now, how="explicit")
+                         for target in explicit]
+                made = [{"id": target, "how": "explicit"} for target in explicit]
+                if item.detect_supersession and not explicit and self._may_detect(item):
+                    found = find_superseded(self.rows, self.vectors, self.config, project=item.project, author=owner,
+                                            editors=editors, created=created, content=item.content, vecs=vecs,
+                                            load_content=lambda old_id: self._load(old_id).content)
+                    if found is not None:
+                        explicit = [found.id]
+                        detail = f"similarity {found.similarity:.2f}; shared terms: {', '.join(found.shared_terms)}"
+                        links = [LinkChange(action="linked", target=found.id, by=owner, at=now, how="detected",
+                                            detail=detail)]
+                        made = [{"id": found.id, "how": "detected", "similarity": found.similarity,
+                                 "shared_terms": found.shared_terms}]
+                labels = self.rows.new_labels(len(vecs))
                 memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
-                                tags=item.tags, author=item.author or author, editor=item.author or author,
+                                tags=item.tags, author=owner, editor=item.editor or owner,
                                 collection=self.name, created=created, updated=created, content_hash=digest,
-                                context=item.context, labels=labels)
+                                context=item.context, labels=labels, supersedes=list(explicit), link_history=links,
+                                consolidates=list(item.consolidates), valid_until=item.valid_until,
+                                review_after=item.review_after)
                 batch_hashes[(item.project, owner, digest)] = memory_id
                 puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
                 pending.append((memory, vecs))
-                results.append({"status": "stored", "id": memory_id, "chunks": len(labels)})
+                result = {"status": "stored", "id": memory_id, "chunks": len(labels)}
+                if made:
+                    result["supersedes"] = made
+                results.append(result)
             self._commit(puts, pending)
         if len(items) >= 64:  # a bulk store leaves its batch garbage behind
             release_freed_memory()
         return results
 
     def update(self, memory_id: str, *, editor: str, editors: dict[str, list[str]], content: str | None = None,
-               tags: list[str] | None = None, type: str | None = None, project: str | None = None) -> Memory:
-        """A new version made by `editor`, who must be the author or granted by `editors` (permissions.py)."""
+               tags: list[str] | None = None, type: str | None = None, project: str | None = None,
+               valid_until: float | None = None, review_after: float | None = None) -> Memory:
+        """A new version made by `editor`, who must be the author or granted by `editors` (permissions.py).
+        `valid_until` / `review_after`: None leaves them as they are, 0.0 clears them."""
         current = self.get(memory_id)
         vecs = self.embedder.embed_chunks([content])[0] if content is not None and content != current.content else None
         if content is not None:
@@ -264,6 +355,8 @@ class Collection:
                 type=type or current.type, project=project or current.project, updated=time.time(),
                 version=current.version + 1, editor=editor, content_hash=content_hash(new_content), labels=labels,
                 history=[*current.history, snapshot],
+                valid_until=current.valid_until if valid_until is None else valid_until,
+                review_after=current.review_after if review_after is None else review_after,
             )
             self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)])
             return memory
@@ -282,6 +375,190 @@ class Collection:
             self.changes_since_save += 1
             self._maintain()
             return memory
+
+    # -- the lifecycle: links, feedback, consolidated memories (one Put each; nothing deleted) --
+    def unlink(self, memory_id: str, *, supersedes_id: str | None, by: str, editors: dict[str, list[str]]) -> Memory:
+        """Undo supersedes links. `memory_id` is the newer memory (drop its link to `supersedes_id`, or all its
+        links when None) or the older one (drop the link of the memory that supersedes it). Allowed to the author
+        of either side, or an agent `editors` grants over either author. Returns the newer memory as stored."""
+        with self.lock.gen_wlock():
+            head = self._visible_head(memory_id, by)
+            if supersedes_id and supersedes_id == memory_id:
+                raise UserError(f"memory {memory_id!r} cannot supersede itself; give the id of the memory it replaces "
+                                "as supersedes_id, or leave supersedes_id empty.")
+            if head.supersedes and (not supersedes_id or supersedes_id in head.supersedes):
+                newer, targets = head, [supersedes_id] if supersedes_id else list(head.supersedes)
+            elif supersedes_id:
+                raise UserError(f"memory {memory_id!r} does not supersede {supersedes_id!r}"
+                                + (f"; it supersedes {', '.join(head.supersedes)}." if head.supersedes else ".")
+                                + " memory_get shows a memory's links.")
+            elif memory_id in self.rows.successor_of:
+                newer, targets = self.memories[self.rows.successor_of[memory_id]], [memory_id]
+            else:
+                raise UserError(f"memory {memory_id!r} supersedes nothing and nothing supersedes it: there is no link "
+                                "to undo.")
+            sides = [newer.author] + [self.memories[t].author for t in targets if t in self.memories]
+            if not any(may_edit(editors, by, side) for side in sides):
+                raise UserError(f"you are {by!r}; only the authors of the linked memories ({', '.join(sorted(set(sides)))})"
+                                " or an agent [memory] editors grants over one of them may undo this link. Ask one of "
+                                "them.")
+            current = self._load(newer.id)
+            now = time.time()
+            changes = [LinkChange(action="unlinked", target=t, by=by, at=now, how="unlink") for t in targets]
+            return self._rewrite(msgspec.structs.replace(
+                current, supersedes=[t for t in current.supersedes if t not in targets],
+                link_history=[*current.link_history, *changes]))
+
+    def validate(self, memory_id: str, *, by: str, helpful: bool, note: str = "") -> Memory:
+        """Record `by`'s verdict on a memory it can see (its latest verdict replaces its earlier ones in the
+        memory's confidence). Returns the memory as stored."""
+        if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS:
+            raise UserError(f"note is {len(note) if isinstance(note, str) else type(note).__name__}"
+                            f"{' characters' if isinstance(note, str) else ''}; at most {MAX_NOTE_CHARS} characters "
+                            "of text. Shorten it.")
+        with self.lock.gen_wlock():
+            self._visible_head(memory_id, by)
+            current = self._load(memory_id)
+            verdict = Feedback(by=by, at=time.time(), helpful=bool(helpful), note=note)
+            return self._rewrite(msgspec.structs.replace(current, feedback=trim_feedback([*current.feedback, verdict])))
+
+    def write_consolidated(self, item: NewMemory, *, author: str) -> dict:
+        """Store the consolidated memory `item` (its `memory_id` and `consolidates` set by the caller) for
+        `author`, or, when its id exists, make a new version of it with the new content, tags and members (the
+        previous one kept in its history). Nothing changes when content, tags and members are the same:
+        `{"status": "unchanged"}`. One log append."""
+        if not item.memory_id:
+            raise ValueError("a consolidated memory needs its deterministic id")
+        self._validate_new(item)
+        members = list(dict.fromkeys(item.consolidates))
+        with self.lock.gen_rlock():
+            existing = self.memories.get(item.memory_id)
+            same = (existing is not None and existing.consolidates == tuple(members)
+                    and existing.tags == tuple(item.tags) and self._load(item.memory_id).content == item.content)
+        if same:
+            return {"status": "unchanged", "id": item.memory_id}
+        if existing is None:
+            made = self.store([NewMemory(**{**item.__dict__, "consolidates": members, "supersedes": [],
+                                            "detect_supersession": False})], author=author, dedup=False)
+            return made[0]
+        vecs = self.embedder.embed_chunks([item.content])[0]
+        with self.lock.gen_wlock():
+            if item.memory_id not in self.memories:
+                raise UserError(f"consolidated memory {item.memory_id!r} was deleted meanwhile; run again.")
+            current = self._load(item.memory_id)
+            if current.author != author:
+                raise UserError(f"memory {item.memory_id!r} belongs to {current.author!r}, not {author!r}.")
+            labels = current.labels if len(vecs) == len(current.labels) else self.rows.new_labels(len(vecs))
+            snapshot = Version(version=current.version, content=current.content, tags=current.tags,
+                               type=current.type, project=current.project, author=current.author,
+                               updated=current.updated, editor=current.editor)
+            memory = msgspec.structs.replace(
+                current, content=item.content, tags=list(item.tags), consolidates=members, updated=time.time(),
+                version=current.version + 1, editor=item.editor or current.editor,
+                content_hash=content_hash(item.content), labels=labels, history=[*current.history, snapshot])
+            self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)])
+            return {"status": "updated", "id": memory.id, "chunks": len(labels)}
+
+    def lifecycle_of(self, memory_id: str, now: float | None = None) -> dict:
+        """A memory's place in the lifecycle: its links both ways, supersession chain, feedback, use, tier and
+        staleness (what memory_get and the dashboard show)."""
+        now = time.time() if now is None else now
+        with self.lock.gen_rlock():
+            head = self.memories.get(memory_id)
+            if head is None:
+                raise UserError(f"no memory {memory_id!r} in collection {self.name!r}; memory_search finds ids.")
+            feedback = self._load(memory_id).feedback
+            up, down = votes(feedback)
+            count, last = self.usage_of(memory_id)
+            linked = [*head.supersedes, *head.consolidates]
+            return {
+                "superseded_by": self.rows.successor_of.get(memory_id),
+                "supersedes": list(head.supersedes),
+                "chain": self._chain(memory_id),
+                "consolidated_into": self.rows.consolidated_into.get(memory_id),
+                "consolidates": list(head.consolidates),
+                "links_gone": [t for t in linked if t not in self.memories],  # linked, deleted since
+                "confidence": round(head.confidence, 4),
+                "feedback": {"helpful": up, "unhelpful": down},
+                "retrievals": count,
+                "last_retrieved": last or None,
+                "tier": tier(head.type, is_private(self.config, self.name)),
+                "valid_until": head.valid_until,
+                "review_after": head.review_after,
+                "expired": expired(head.valid_until, now),
+                "review_due": review_due(head.review_after, now),
+            }
+
+    def _chain(self, memory_id: str) -> list[str]:
+        """The supersession chain through `memory_id`, oldest first ([] when it is in none): back through the
+        memories each one is the current successor of, forward through the successors."""
+        successor_of, seen = self.rows.successor_of, {memory_id}
+        newer, at = [], memory_id
+        while at in successor_of and successor_of[at] not in seen:
+            at = successor_of[at]
+            seen.add(at)
+            newer.append(at)
+        older, at = [], memory_id
+        while True:
+            head = self.memories.get(at)
+            back = [t for t in (head.supersedes if head else ()) if successor_of.get(t) == at and t not in seen]
+            if not back:
+                break
+            at = back[0]
+            seen.add(at)
+            older.append(at)
+        chain = [*reversed(older), memory_id, *newer]
+        return chain if len(chain) > 1 else []
+
+    def due(self, now: float) -> tuple[list[Head], list[Head]]:
+        """(due for review, expired): live memories whose review_after, or valid_until, has passed; soonest
+        first. An expired memory is listed as expired only."""
+        with self.lock.gen_rlock():
+            gone = sorted((h for h in self.memories.values() if expired(h.valid_until, now)),
+                          key=lambda h: h.valid_until)
+            review = sorted((h for h in self.memories.values()
+                             if review_due(h.review_after, now) and not expired(h.valid_until, now)),
+                            key=lambda h: h.review_after)
+            return review, gone
+
+    def is_current(self, head: Head, now: float | None = None) -> bool:
+        """Neither superseded nor expired: what a briefing or recall may offer (hold the read lock)."""
+        return self.rows.is_current(head, time.time() if now is None else now)
+
+    def _visible_head(self, memory_id: str, agent: str) -> Head:
+        """The live head of `memory_id` if `agent` may see it (in a private collection, only its own)."""
+        head = self.memories.get(memory_id)
+        if head is None or (is_private(self.config, self.name) and head.author != agent):
+            raise no_such_memory(memory_id, self.name)
+        return head
+
+    def _rewrite(self, memory: Memory) -> Memory:
+        """Log `memory` with only lifecycle fields changed: same version, text, labels and vectors. Write lock
+        held."""
+        vecs = self._logged_vectors(memory.id)
+        self._commit([Put(memory=memory, vectors=vecs.tobytes())], [(memory, vecs)])
+        return memory
+
+    def _check_supersedes(self, item: NewMemory, owner: str, editors: dict[str, list[str]]) -> list[str]:
+        """The distinct ids `item.supersedes` names, each checked: a live memory of this collection, not the
+        new one, that `owner` may see and change. Write lock held."""
+        targets = list(dict.fromkeys(item.supersedes))
+        for target in targets:
+            if item.memory_id is not None and target == item.memory_id:
+                raise UserError(f"memory {target!r} cannot supersede itself; remove it from supersedes.")
+            head = self.memories.get(target)
+            if head is None or (is_private(self.config, self.name) and head.author != owner):
+                raise UserError(f"supersedes names {target!r}, but there is no memory {target!r} in collection "
+                                f"{self.name!r}. Give the id of a stored memory (memory_search finds ids), or "
+                                "leave supersedes empty.")
+            check_change(editors, owner, head, "supersede")
+        return targets
+
+    def _may_detect(self, item: NewMemory) -> bool:
+        """Look for a memory this one restates? Not in private collections (session turns are pieces of one
+        conversation) and not for bootstrap or consolidated entries."""
+        return (self.config.supersede_detect and not is_private(self.config, self.name)
+                and item.type not in BOOTSTRAP_TYPES and item.type != CONSOLIDATED_TYPE)
 
     def _commit(self, puts: list[Put], pending: list[tuple[Memory, np.ndarray]]) -> None:
         """Log durably, then apply to the rows and the index. Caller holds the write lock."""

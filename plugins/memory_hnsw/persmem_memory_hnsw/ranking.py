@@ -1,16 +1,17 @@
 """Ranking a collection's rows for a query: dense (the hnswlib graph, or exact over the filtered chunks when
-the filter is selective) + BM25, min-max score fusion, optional recency weighting. The caller holds the
-collection's read lock and turns the ranked rows into memories."""
+the filter is selective) + BM25, min-max score fusion, then the lifecycle's factors (lifecycle.adjust:
+supersession, consolidation, feedback, use, tier, staleness, recency), which also drop the rows the search's
+options hide before the top_k cut. The caller holds the collection's read lock and turns the ranked rows into
+memories."""
 
 from __future__ import annotations
 
-import math
-import time
 from typing import NamedTuple
 
 import numpy as np
 
 from .config import MemoryConfig
+from .lifecycle import LifecycleView, adjust
 from .query import Filters
 from .rows import Rows
 from .vectors import VectorIndex
@@ -24,8 +25,10 @@ class Ranked(NamedTuple):
 
 
 def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qvec: np.ndarray | None, *,
-         top_k: int, filters: Filters, mode: str, recency_weight: float, candidates: int) -> list[Ranked]:
-    """The `top_k` best live rows for `query` (`qvec`: its embedding, None in lexical mode), best first."""
+         top_k: int, filters: Filters, mode: str, candidates: int,
+         lifecycle: LifecycleView | None = None) -> list[Ranked]:
+    """The `top_k` best live rows for `query` (`qvec`: its embedding, None in lexical mode), best first,
+    weighed by `lifecycle` (None: by relevance alone)."""
     n_rows = len(rows)
     if n_rows == 0:
         return []
@@ -34,14 +37,18 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
     dense = _dense(rows, vectors, config, qvec, mask, pool) if qvec is not None else {}
     lexical = _lexical(rows, query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
     scores = fuse(dense, lexical, config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
-    if recency_weight > 0 and scores:
-        now = time.time()
-        for row in scores:
-            age_days = max(0.0, (now - rows.created[row]) / 86400.0)
-            scores[row] *= (1.0 - recency_weight) + recency_weight * math.exp(-age_days / 30.0)
+    if lifecycle is not None and scores:
+        scores = adjust(scores, rows, lifecycle)
     best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
     return [Ranked(row, float(score), dense.get(row), lexical.get(row)) for row, score in best
             if rows.at_row[row] is not None]
+
+
+def dense_candidates(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qvec: np.ndarray, mask: np.ndarray,
+                     pool: int) -> dict[int, float]:
+    """Row -> best chunk similarity to `qvec` for the `pool` most similar rows that `mask` allows (the dense
+    side of a search; lifecycle.find_superseded looks for restated memories with it)."""
+    return _dense(rows, vectors, config, qvec, mask, pool)
 
 
 def _dense(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qvec: np.ndarray, mask: np.ndarray | None,

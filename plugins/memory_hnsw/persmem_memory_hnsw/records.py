@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import msgspec
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.\-]{0,127}$")
+MAX_FEEDBACK = 100  # feedback entries a memory keeps (each agent's latest verdict is kept first: see trim_feedback)
 
 
 class Version(msgspec.Struct, kw_only=True, array_like=True):
@@ -114,7 +115,43 @@ def head_of(memory: Memory, strings: dict[str, str]) -> Head:
     return Head(id=memory.id, project=one(memory.project), type=one(memory.type), author=one(memory.author),
                 tags=tuple(one(t) for t in memory.tags), created=memory.created, updated=memory.updated,
                 version=memory.version, chars=len(memory.content), first_label=labels[0] if labels else 0,
-                n_labels=len(labels), dedup_key=dedup_key(memory.project, memory.author, memory.content_hash))
+                n_labels=len(labels), dedup_key=dedup_key(memory.project, memory.author, memory.content_hash),
+                supersedes=tuple(memory.supersedes), consolidates=tuple(memory.consolidates),
+                confidence=confidence(memory.feedback) if memory.feedback else 0.5,
+                valid_until=memory.valid_until, review_after=memory.review_after)
+
+
+def confidence(feedback: list[Feedback]) -> float:
+    """(1 + helpful) / (2 + helpful + unhelpful) over each agent's latest verdict: one agent is one vote, so
+    repeating a verdict weighs no more, and one agent alone moves a memory only to 2/3 or 1/3."""
+    up, down = votes(feedback)
+    return (1 + up) / (2 + up + down)
+
+
+def votes(feedback: list[Feedback]) -> tuple[int, int]:
+    """(helpful, unhelpful) counting each agent's latest verdict only (`feedback` is oldest first)."""
+    latest = {entry.by: entry.helpful for entry in feedback}
+    up = sum(1 for helpful in latest.values() if helpful)
+    return up, len(latest) - up
+
+
+def trim_feedback(feedback: list[Feedback]) -> list[Feedback]:
+    """The latest MAX_FEEDBACK entries, but an agent's older verdicts go before anyone's latest: one agent
+    voting again and again must not push the other agents' votes out."""
+    if len(feedback) <= MAX_FEEDBACK:
+        return feedback
+    latest_at = {entry.by: i for i, entry in enumerate(feedback)}
+    keep_latest = set(latest_at.values())
+    repeats = len(feedback) - len(keep_latest)
+    drop = len(feedback) - MAX_FEEDBACK
+    dropped_repeats = 0
+    kept = []
+    for i, entry in enumerate(feedback):  # oldest repeats go first
+        if i not in keep_latest and dropped_repeats < min(drop, repeats):
+            dropped_repeats += 1
+            continue
+        kept.append(entry)
+    return kept[len(kept) - MAX_FEEDBACK:] if len(kept) > MAX_FEEDBACK else kept
 
 
 def summarize(heads) -> dict:

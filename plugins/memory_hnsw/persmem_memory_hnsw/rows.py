@@ -4,6 +4,10 @@ log, and the BM25 postings.
 
 Rows are never reused: a new version of a memory takes a new row and its old row dies (alive = False). All of
 it is derived from the log and rebuilt from it on open; the collection's lock guards it.
+
+Lifecycle links are stored on one side only (a newer memory's `supersedes`, a consolidated memory's
+`consolidates`); the other side (`successor_of`, `consolidated_into`) is derived here from the live memories'
+heads, whatever order they were put in, so it always equals what a fresh replay of the log gives.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ class Rows:
         self.label_row = np.full(0, -1, dtype=np.int32)  # vector label -> row (-1: none)
         self.next_label = 0  # the first vector label never used
         self.lexical = BM25Index()
+        # The derived side of the links: older id -> the live memory, created latest, whose `supersedes` names
+        # it; member id -> the latest live consolidated memory whose `consolidates` names it. A linked id need
+        # not be live itself (it may have been deleted since).
+        self.successor_of: dict[str, str] = {}
+        self.consolidated_into: dict[str, str] = {}
+        self._successors: dict[str, set[str]] = {}  # older id -> every live memory that supersedes it
+        self._consolidators: dict[str, set[str]] = {}  # member id -> every live memory that consolidates it
         self.projects, self.types, self.authors = Codes(), Codes(), Codes()
         self._strings: dict[str, str] = {}  # one copy of each project, type, author and tag
         # One entry per row, each column contiguous (a filter reads only the columns it needs):
@@ -99,6 +110,8 @@ class Rows:
         for tag in head.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
         self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context)
+        self._link(head, head.supersedes, self._successors, self.successor_of)
+        self._link(head, head.consolidates, self._consolidators, self.consolidated_into)
         return old, head
 
     def remove(self, memory_id: str) -> Head:
@@ -114,7 +127,39 @@ class Rows:
             self.tag_rows.get(tag, set()).discard(row)
         self.label_row[head.first_label : head.first_label + head.n_labels] = -1
         self.lexical.remove(row)
+        self._unlink(head, head.supersedes, self._successors, self.successor_of)
+        self._unlink(head, head.consolidates, self._consolidators, self.consolidated_into)
         return head
+
+    # -- the derived side of the lifecycle links ----------------------------
+    def _link(self, head: Head, targets: tuple[str, ...], linkers: dict[str, set[str]], latest: dict[str, str]) -> None:
+        for target in targets:
+            if target == head.id:  # never made by the collection; a hand-edited import could hold one
+                continue
+            linkers.setdefault(target, set()).add(head.id)
+            self._settle(target, linkers, latest)
+
+    def _unlink(self, head: Head, targets: tuple[str, ...], linkers: dict[str, set[str]],
+                latest: dict[str, str]) -> None:
+        for target in targets:
+            found = linkers.get(target)
+            if found is not None:
+                found.discard(head.id)
+                if not found:
+                    del linkers[target]
+            self._settle(target, linkers, latest)
+
+    def _settle(self, target: str, linkers: dict[str, set[str]], latest: dict[str, str]) -> None:
+        """`latest[target]` = the live linker created latest (ties: the greatest id), or nothing."""
+        found = linkers.get(target)
+        if not found:
+            latest.pop(target, None)
+            return
+        latest[target] = max(found, key=lambda linker: (self.heads[linker].created, linker))
+
+    def is_current(self, head: Head, now: float) -> bool:
+        """Neither superseded nor expired: what briefings and recall may offer."""
+        return head.id not in self.successor_of and not (head.valid_until and head.valid_until <= now)
 
     # -- where each live memory's entry is in the log ---------------------
     def span(self, memory_id: str) -> tuple[int, int]:

@@ -1,0 +1,192 @@
+"""Memory that stays true: how links, feedback, use, tiers and staleness weigh in a search, and how a new memory
+is recognised as restating an older one (supersession). Deterministic, no LLM.
+
+- Tiers: episodic (a private collection's captured session turns), procedural (identity, directives,
+  preferences, procedures), semantic (everything else, consolidated memories included). Each tier has a score
+  factor ([memory] tier_weights); recency weighting never ages a procedural memory.
+- A superseded memory (rows.successor_of) scores x superseded_weight, or is hidden; a consolidated memory's
+  member x consolidated_member_weight; an expired one (valid_until passed) is hidden unless asked for.
+- Feedback: 1 + feedback_weight * (2 * confidence - 1), confidence over each agent's latest verdict only
+  (records.confidence), so the factor stays in [1 - w, 1 + w] and one agent moves it by at most w / 3.
+- Use: 1 + retrieval_weight * min(1, log1p(count) / log1p(100)).
+
+Every factor is a dict or attribute lookup per candidate: `adjust` costs O(candidates), never O(collection).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from .config import MemoryConfig
+from .lexical import STOP_WORDS, WORD_RE, Analyzer
+from .permissions import BOOTSTRAP_TYPES, may_edit
+from .records import confidence  # noqa: F401  (part of this module's interface: lifecycle.confidence)
+
+if TYPE_CHECKING:
+    from .rows import Rows
+    from .vectors import VectorIndex
+
+PROCEDURAL_TYPES = frozenset({"identity", "directive", "preference", "procedure"})
+CONSOLIDATED_TYPE = "consolidated"
+RECENCY_DAYS = 30.0  # recency weighting's time constant: a memory's weight falls by 1/e per 30 days of age
+RETRIEVALS_FOR_FULL_WEIGHT = 100  # retrievals at which the use factor reaches 1 + retrieval_weight
+
+
+def tier(head_type: str, private: bool) -> str:
+    """"episodic" (private collection: captured session turns), "procedural" (PROCEDURAL_TYPES) or "semantic"."""
+    if private:
+        return "episodic"
+    return "procedural" if head_type in PROCEDURAL_TYPES else "semantic"
+
+
+@dataclass
+class LifecycleView:
+    """What a search needs to weigh lifecycle state: the time, the caller's options, the collection's kind."""
+
+    config: MemoryConfig
+    now: float
+    include_superseded: bool = True
+    include_expired: bool = False
+    recency_weight: float = 0.0
+    private: bool = False
+    usage: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (retrievals, last retrieved at)
+
+
+def expired(valid_until: float, now: float) -> bool:
+    return bool(valid_until) and valid_until <= now
+
+
+def review_due(review_after: float, now: float) -> bool:
+    return bool(review_after) and review_after <= now
+
+
+def feedback_factor(conf: float, weight: float) -> float:
+    return 1.0 + weight * (2.0 * conf - 1.0)
+
+
+def retrieval_factor(count: int, weight: float) -> float:
+    return 1.0 + weight * min(1.0, math.log1p(count) / math.log1p(RETRIEVALS_FOR_FULL_WEIGHT))
+
+
+def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView) -> dict[int, float]:
+    """The fused `scores` (row -> score) times each row's lifecycle factors, without the rows the options hide
+    (superseded ones unless include_superseded, expired ones unless include_expired) and dead rows."""
+    config, now = view.config, view.now
+    successor_of, consolidated_into, usage = rows.successor_of, rows.consolidated_into, view.usage
+    tier_weights = config.tier_weights
+    recency = view.recency_weight
+    out: dict[int, float] = {}
+    for row, score in scores.items():
+        head = rows.at_row[row]
+        if head is None:
+            continue
+        if head.valid_until and head.valid_until <= now and not view.include_expired:
+            continue
+        factor = 1.0
+        if head.id in successor_of:
+            if not view.include_superseded:
+                continue
+            factor *= config.superseded_weight
+        if head.id in consolidated_into:
+            factor *= config.consolidated_member_weight
+        if head.confidence != 0.5:
+            factor *= feedback_factor(head.confidence, config.feedback_weight)
+        used = usage.get(head.id)
+        if used is not None:
+            factor *= retrieval_factor(used[0], config.retrieval_weight)
+        kind = tier(head.type, view.private)
+        factor *= tier_weights.get(kind, 1.0)
+        if recency > 0 and kind != "procedural":  # who one is and how one works does not age
+            age_days = max(0.0, (now - head.created) / 86400.0)
+            factor *= (1.0 - recency) + recency * math.exp(-age_days / RECENCY_DAYS)
+        out[row] = score * factor
+    return out
+
+
+# -- supersession: does a new memory restate an older one? --------------------------------------------------
+
+_analyzer: Analyzer | None = None
+
+
+def _stems() -> Analyzer:
+    global _analyzer
+    if _analyzer is None:
+        _analyzer = Analyzer()
+    return _analyzer
+
+
+def subject_terms(text: str) -> set[str]:
+    """The words a memory is about: its word tokens without stop words, stemmed (as BM25 indexes them), so
+    "databases" and "database" count as one shared term. Numbers are left out: a restated fact usually
+    changes them ("port 8080" -> "port 9090"), so they say nothing about the subject."""
+    return {term for term in _stems().terms(text) if not term.isdigit()}
+
+
+def words_of(text: str, terms: set[str]) -> list[str]:
+    """`terms` (stems) as `text` spells them, sorted: what a reply shows ("staging", not "stage")."""
+    words = [w for w in WORD_RE.findall(text.casefold()) if w not in STOP_WORDS and len(w) < 64]
+    spelled = {}
+    for word, term in zip(words, _stems().terms(text), strict=True):
+        if term in terms:
+            spelled.setdefault(term, word)
+    return sorted(spelled.values())
+
+
+class Superseded(NamedTuple):
+    id: str
+    similarity: float  # cosine, best chunk of the new memory vs best chunk of the older one
+    shared_terms: list[str]  # as the new memory spells them, sorted
+
+
+CANDIDATES = 16  # nearest older memories of the project looked at (the most similar wins)
+
+
+def find_superseded(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, project: str, author: str,
+                    editors: dict[str, list[str]], created: float, content: str, vecs: np.ndarray,
+                    load_content: Callable[[str], str]) -> Superseded | None:
+    """The older memory a new one (`content`, embedded as `vecs`, by `author` in `project`) restates, if any: a
+    live, not yet superseded memory of the same project, created before `created`, that `author` may change
+    (own, or granted by `editors`; never a bootstrap entry nor a consolidated memory), with cosine >=
+    supersede_min_similarity and at least supersede_min_shared_terms subject terms in common. The most similar
+    one wins. The caller holds the write lock; near duplicates were turned away before."""
+    code = rows.projects.code.get(project)
+    if code is None or vectors.live == 0 or len(vecs) == 0:
+        return None
+    mask = rows.alive[: len(rows)] & (rows.project[: len(rows)] == code) & (rows.created[: len(rows)] < created)
+    candidates = _nearest(rows, vectors, config, mask, vecs)
+    min_sim, min_terms = config.supersede_min_similarity, config.supersede_min_shared_terms
+    new_terms: set[str] | None = None
+    best: Superseded | None = None
+    for row, sim in sorted(candidates.items(), key=lambda kv: -kv[1]):
+        if sim < min_sim:
+            break
+        head = rows.at_row[row]
+        if (head is None or head.id in rows.successor_of or head.type in BOOTSTRAP_TYPES
+                or head.type == CONSOLIDATED_TYPE or not may_edit(editors, author, head.author)):
+            continue
+        if new_terms is None:
+            new_terms = subject_terms(content)
+        shared = new_terms & subject_terms(load_content(head.id))
+        if len(shared) >= min_terms:
+            best = Superseded(head.id, round(float(sim), 4), words_of(content, shared))
+            break
+    return best
+
+
+def _nearest(rows: Rows, vectors: VectorIndex, config: MemoryConfig, mask: np.ndarray,
+             vecs: np.ndarray) -> dict[int, float]:
+    """Row -> best cosine between any chunk of `vecs` and any chunk of the row, for the CANDIDATES nearest
+    rows `mask` allows."""
+    from .ranking import dense_candidates  # ranking imports this module
+
+    best: dict[int, float] = {}
+    for qvec in vecs:
+        for row, sim in dense_candidates(rows, vectors, config, qvec, mask, CANDIDATES).items():
+            if sim > best.get(row, -2.0):
+                best[row] = sim
+    return best
