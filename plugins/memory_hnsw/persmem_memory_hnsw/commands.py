@@ -67,7 +67,8 @@ _IMPORT_WHILE_RUNNING = ("or, without stopping it, send the memories over MCP wi
 
 @click.group()
 def memory() -> None:
-    """Memory store maintenance: stats, reindex, export/import JSONL, import a persMEM ChromaDB store."""
+    """Memory store maintenance: stats, reindex, consolidate, export/import JSONL, import a persMEM ChromaDB
+    store."""
 
 
 @memory.command()
@@ -102,8 +103,8 @@ def reindex() -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--collection", default=None, help="Only this collection (default: all).")
 def export_(path: Path, collection: str | None) -> None:
-    """Write every memory (with its history) as JSON Lines to PATH ('-' for stdout). Works while a server runs:
-    it reads the record logs as they are."""
+    """Write every memory (with its history, links, feedback and validity dates) as JSON Lines to PATH ('-' for
+    stdout). Works while a server runs: it reads the record logs as they are."""
     from .query import did_you_mean
     from .records import iso_exact, public, public_version
     from .snapshot import read_store
@@ -124,6 +125,7 @@ def export_(path: Path, collection: str | None) -> None:
                 record["history"] = [public_version(v) for v in memory.history]
                 if memory.context:
                     record["context"] = memory.context
+                record.update(_lifecycle_record(memory))
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
     finally:
@@ -135,12 +137,14 @@ def export_(path: Path, collection: str | None) -> None:
 @memory.command("import")
 @click.argument("path", type=click.Path(exists=True, path_type=Path, dir_okay=False))
 def import_(path: Path) -> None:
-    """Import memories from a JSON Lines file written by `persmem memory export` (ids, authors, times kept)."""
+    """Import memories from a JSON Lines file written by `persmem memory export` (ids, authors, times, links,
+    feedback and validity dates kept)."""
     from .collection import NewMemory
 
     service = _open("import", _IMPORT_WHILE_RUNNING)
     try:
         batches: dict[str, list] = {}
+        links: dict[str, dict[str, dict]] = {}  # collection -> id -> the lifecycle fields set after the store
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
@@ -150,16 +154,92 @@ def import_(path: Path) -> None:
                     context = rec.get("context") or ""
                     if not isinstance(context, str):
                         raise TypeError(f"context must be a string, not {type(context).__name__}")
+                    lifecycle = _lifecycle_from(rec)
                     item = NewMemory(content=rec["content"], project=rec.get("project", "general"),
                                      type=rec.get("type", "session_note"), tags=list(rec.get("tags", [])),
                                      memory_id=rec.get("id"), author=rec.get("author"), created=_created(rec),
-                                     context=context)
+                                     context=context, consolidates=lifecycle.pop("consolidates"),
+                                     valid_until=lifecycle.pop("valid_until"),
+                                     review_after=lifecycle.pop("review_after"))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                     raise click.ClickException(f"{path}:{number}: not a memory record ({exc}).") from None
-                batches.setdefault(rec.get("collection", "memories"), []).append(item)
+                name = rec.get("collection", "memories")
+                batches.setdefault(name, []).append(item)
+                if item.memory_id and any(lifecycle.values()):
+                    links.setdefault(name, {})[item.memory_id] = lifecycle
         _store_batches(service, batches, author="import")
+        for name, fields in links.items():
+            restored = _restore_links(service.collection(name), fields)
+            if restored:
+                click.echo(f"{name}: restored the links and feedback of {restored} memories")
     finally:
         service.stop()
+
+
+def _lifecycle_record(memory) -> dict:
+    """A memory's lifecycle fields as an export writes them (only those set; times ISO with microseconds)."""
+    from .records import iso_exact
+
+    record = {}
+    if memory.supersedes:
+        record["supersedes"] = list(memory.supersedes)
+    if memory.link_history:
+        record["link_history"] = [{"action": c.action, "target": c.target, "by": c.by, "at": iso_exact(c.at),
+                                   "how": c.how, "detail": c.detail} for c in memory.link_history]
+    if memory.consolidates:
+        record["consolidates"] = list(memory.consolidates)
+    if memory.feedback:
+        record["feedback"] = [{"by": f.by, "at": iso_exact(f.at), "helpful": f.helpful, "note": f.note}
+                              for f in memory.feedback]
+    for key in ("valid_until", "review_after"):
+        if getattr(memory, key):
+            record[key] = iso_exact(getattr(memory, key))
+    return record
+
+
+def _lifecycle_from(record: dict) -> dict:
+    """The lifecycle fields of an exported record, typed (TypeError / ValueError when malformed)."""
+    from .records import Feedback, LinkChange, parse_iso
+
+    def ids(key: str) -> list[str]:
+        value = record.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError(f"{key} must be a list of memory ids")
+        return value
+
+    def when(key: str) -> float:
+        value = record.get(key)
+        return parse_iso(value) if isinstance(value, str) and value else 0.0
+
+    history = [LinkChange(action=str(c["action"]), target=str(c["target"]), by=str(c["by"]), at=parse_iso(c["at"]),
+                          how=str(c.get("how", "")), detail=str(c.get("detail", "")))
+               for c in record.get("link_history") or []]
+    feedback = [Feedback(by=str(f["by"]), at=parse_iso(f["at"]), helpful=bool(f["helpful"]),
+                         note=str(f.get("note", ""))) for f in record.get("feedback") or []]
+    return {"supersedes": ids("supersedes"), "link_history": history, "feedback": feedback,
+            "consolidates": ids("consolidates"), "valid_until": when("valid_until"),
+            "review_after": when("review_after")}
+
+
+def _restore_links(col, fields: dict[str, dict]) -> int:
+    """Give the imported memories their supersedes links, link history and feedback, as exported: one log
+    append per memory, after every memory of the file is stored (a link may name one stored after it). Only
+    what differs is written, so importing the same file again (after an interrupted import, say) finishes it."""
+    import msgspec
+
+    restored = 0
+    with col.lock.gen_wlock():
+        for memory_id, wanted in fields.items():
+            if memory_id not in col.memories:
+                continue
+            current = col._load(memory_id)
+            if (current.supersedes, current.link_history, current.feedback) == (
+                    wanted["supersedes"], wanted["link_history"], wanted["feedback"]):
+                continue
+            col._rewrite(msgspec.structs.replace(current, supersedes=wanted["supersedes"],
+                                                 link_history=wanted["link_history"], feedback=wanted["feedback"]))
+            restored += 1
+    return restored
 
 
 @memory.command("import-chroma")

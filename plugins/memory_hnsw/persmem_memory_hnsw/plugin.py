@@ -95,6 +95,51 @@ def doctor(host):
 
     collections = [p.name for p in collection_folders(folder)]  # not .models (the prepared model files)
     checks.append(pass_("memory store", f"{folder}: {len(collections)} collection(s)"))
+    checks.extend(review_checks(folder))
+    return checks
+
+
+SHOWN_IDS = 5  # ids a doctor line names; memory_get and the dashboard's Lifecycle panel show the rest
+
+
+def _first_ids(ids: list[str]) -> str:
+    return ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")
+
+
+def review_checks(folder) -> list:
+    """WARN lines for memories whose review_after has passed (still searched) or whose valid_until has (hidden
+    from search), per collection, with counts and the first ids. Read from the logs without the owner lock
+    (snapshot.py), so it works next to a running server."""
+    import time
+
+    from persmem_core.doctor import pass_, warn
+
+    from .lifecycle import expired, review_due
+    from .snapshot import read_store
+
+    now, due, gone = time.time(), [], []
+    for name, snapshot in sorted(read_store(folder).items()):
+        review, old = [], []
+        for memory in snapshot.memories():  # oldest first
+            if expired(memory.valid_until, now):
+                old.append(memory.id)
+            elif review_due(memory.review_after, now):
+                review.append(memory.id)
+        if review:
+            due.append(f"{len(review)} in {name} ({_first_ids(review)})")
+        if old:
+            gone.append(f"{len(old)} in {name} ({_first_ids(old)})")
+    checks = []
+    if due:
+        checks.append(warn("memories due for review", "; ".join(due) + ". Still searched, marked review_due: check "
+                           "each (memory_get), then memory_update it (a new review_after, or review_after=\"none\") "
+                           "or store what is true now."))
+    if gone:
+        checks.append(warn("memories expired", "; ".join(gone) + ". Past their valid_until, hidden from search "
+                           "(memory_search include_expired=true shows them): memory_update valid_until renews one, "
+                           "memory_delete removes it."))
+    if not checks:
+        checks.append(pass_("memory review dates", "no memory is due for review or expired"))
     return checks
 
 

@@ -95,6 +95,7 @@ class MemoryService:
         self._ready = threading.Event()
         self._failure: str | None = None  # what callers are told when the background load failed
         self._loader: threading.Thread | None = None
+        self._consolidation = None  # the idle-time ConsolidationJob (the server's only; consolidate.py)
 
     def start(self) -> MemoryService:
         """Take the store and load everything now (the CLI's way)."""
@@ -104,7 +105,8 @@ class MemoryService:
 
     def start_in_background(self) -> MemoryService:
         """Take the store now, load the model and the collections in a thread (the server's way: it answers
-        MCP at once; a memory tool called during the load waits for it)."""
+        MCP at once; a memory tool called during the load waits for it). Once loaded, the idle-time
+        consolidation job starts ([memory] consolidate_every_hours; the CLI's services never run it)."""
         self.lock()
         self._loader = threading.Thread(target=self._load_quietly, name="memory-load", daemon=True)
         self._loader.start()
@@ -118,6 +120,9 @@ class MemoryService:
             self.embedder.load()
             model_loaded = True
             self.load()
+            from .consolidate import ConsolidationJob
+
+            self._consolidation = ConsolidationJob(self, self.config).start()
         except BaseException as exc:  # noqa: BLE001 - kept and reported to every caller
             what = "the memory store failed to open" if model_loaded else "the embedding model failed to load"
             logging.getLogger("persmem.memory").exception("%s", what)
@@ -174,6 +179,9 @@ class MemoryService:
     def stop(self) -> None:
         if self._loader is not None:
             self._loader.join()
+        if self._consolidation is not None:  # before the collections close under it
+            self._consolidation.stop()
+            self._consolidation = None
         for collection in self._collections.values():
             collection.close()
         self._collections.clear()

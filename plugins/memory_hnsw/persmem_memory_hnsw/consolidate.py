@@ -1,0 +1,422 @@
+"""Consolidation: mature clusters of similar memories gathered into one consolidated memory, without an LLM and
+without deleting anything.
+
+Who is consolidated: the live memories of a shared (not private) collection that are at least
+`consolidate_min_age_days` old, not of a procedural type (identity, directive, preference, procedure: those are
+pinned as they are), not consolidated memories themselves, not superseded, not expired and not already a member
+of one. Clusters never mix projects or authors: each (project, author) group is clustered on its own.
+
+How (deterministic, so a second run with nothing new changes nothing):
+1. Growth: a candidate whose most similar existing consolidated memory of its group (measured against that
+   memory's first member, the cluster's leader) reaches `consolidate_min_similarity` joins it, while it has
+   fewer than MAX_MEMBERS members: a new version of that consolidated memory.
+2. New clusters: the remaining candidates, oldest first (created, then id), each lead in turn: a leader's
+   cluster is itself and the still unassigned candidates whose cosine with it reaches the threshold, the most
+   similar first, at most MAX_MEMBERS. Kept when it has `consolidate_min_cluster` members; otherwise its
+   members stay unassigned (a later leader may take them).
+3. Content, extractive: a first line naming how many memories, the project and the dates, then one line per
+   member's representative statement (its first sentence, or its start cut at a word), the most central
+   member first (highest mean similarity to the others), each text once, until `consolidate_max_chars`.
+   Tags: the members' tags by frequency. Id: "con_" + the leader's id, so a re-run finds it again.
+
+Every cluster is ONE `Collection.write_consolidated` call (one log append): a kill -9 mid-run leaves whole
+consolidated memories only, each listing members that exist. Members are not touched: they stay searchable
+(ranked below their consolidated memory: `[memory] consolidated_member_weight`).
+
+Similarity is the cosine of memory vectors: the mean of a memory's chunk vectors (from the log: exact float32),
+normalised. It is computed exactly, in blocks of leaders against the group's unassigned candidates (numpy).
+`ConsolidationJob` runs it when the server is idle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from persmem_core import UserError
+
+from .lifecycle import PROCEDURAL_TYPES
+from .permissions import is_private
+from .records import ID_RE
+
+log = logging.getLogger("persmem.memory.consolidate")
+
+CONSOLIDATED_TYPE = "consolidated"
+CONSOLIDATION_EDITOR = "persmem-consolidation"  # the editor of every consolidated memory's versions
+MAX_MEMBERS = 20  # a consolidated memory gathers at most this many memories (its text must stay readable)
+STATEMENT_CHARS = 300  # a representative statement is a member's first sentence, or its start cut near this
+MAX_TAGS = 20
+PREVIEW_CHARS = 300
+LEADER_BLOCK = 512  # leaders scored at once against the unassigned candidates (one matrix product)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+@dataclass
+class Cluster:
+    id: str  # the consolidated memory's id ("con_" + its leader's id)
+    project: str
+    author: str
+    members: list[str]  # every member id (for "grow": the existing ones and the new ones)
+    action: str  # "create" | "grow" | "unchanged"
+    preview: str  # the start of the consolidated memory's text
+    new_members: list[str] = field(default_factory=list)  # the members this run adds ("create": all of them)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "action": self.action, "project": self.project, "author": self.author,
+                "members": self.members, "new_members": self.new_members, "preview": self.preview}
+
+
+@dataclass
+class ConsolidationReport:
+    collection: str
+    dry_run: bool
+    clusters: list[Cluster] = field(default_factory=list)
+    created: int = 0
+    grown: int = 0
+    candidates: int = 0  # memories that could be gathered (mature, unassigned, of a consolidated kind)
+    seconds: float = 0.0
+    stopped: bool = False  # the run was asked to stop (server shutdown) before it finished
+
+    def to_dict(self) -> dict:
+        return {"collection": self.collection, "dry_run": self.dry_run, "created": self.created,
+                "grown": self.grown, "unchanged": sum(c.action == "unchanged" for c in self.clusters),
+                "candidates": self.candidates, "seconds": round(self.seconds, 3),
+                "clusters": [c.to_dict() for c in self.clusters]}
+
+    def summary(self) -> str:
+        verb = "would create" if self.dry_run else "created"
+        grow = "would grow" if self.dry_run else "grew"
+        unchanged = sum(c.action == "unchanged" for c in self.clusters)
+        return (f"{self.collection}: {verb} {self.created}, {grow} {self.grown} consolidated memories "
+                f"({unchanged} unchanged; {self.candidates} candidate memories) in {self.seconds:.2f} s"
+                + (" (stopped early)" if self.stopped else ""))
+
+
+@dataclass
+class _Group:
+    """One (project, author) group's snapshot: candidates (ordered by created, id) and existing consolidated
+    memories, with their unit memory vectors."""
+
+    project: str
+    author: str
+    ids: list[str] = field(default_factory=list)
+    created: list[float] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    consolidated: list[tuple[str, list[str], np.ndarray]] = field(default_factory=list)  # (id, members, anchor)
+
+
+def consolidate(col, config, *, author: str | None = None, project: str | None = None, dry_run: bool,
+                now: float | None = None, stop: threading.Event | None = None) -> ConsolidationReport:
+    """Consolidate the mature clusters of `col` (only `author`'s and `project`'s memories when given; None: all).
+    With `dry_run`, report what would be written and write nothing. `stop` ends the run between clusters."""
+    started = time.monotonic()
+    now = time.time() if now is None else now
+    report = ConsolidationReport(collection=col.name, dry_run=dry_run)
+    if is_private(config, col.name):
+        raise UserError(f"collection {col.name!r} is private (its entries are one agent's session turns): it is "
+                        "never consolidated. Consolidate a shared collection, such as 'memories'.")
+    groups = _snapshot(col, config, author=author, project=project, now=now)
+    threshold = config.consolidate_min_similarity
+    for key in sorted(groups):
+        if stop is not None and stop.is_set():
+            report.stopped = True
+            break
+        group = groups[key]
+        report.candidates += len(group.ids)
+        planned = _plan_group(group, threshold, config.consolidate_min_cluster, stop)
+        for action, con_id, members, new in planned:
+            if stop is not None and stop.is_set():
+                report.stopped = True
+                break
+            cluster = _write(col, config, group, action, con_id, members, new, dry_run=dry_run, now=now)
+            if cluster is None:
+                continue
+            report.clusters.append(cluster)
+            report.created += cluster.action == "create"
+            report.grown += cluster.action == "grow"
+        for con_id, members, _ in group.consolidated:
+            if con_id not in {c.id for c in report.clusters}:
+                report.clusters.append(Cluster(id=con_id, project=group.project, author=group.author,
+                                               members=members, action="unchanged", preview=""))
+    _fill_unchanged_previews(col, report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+# -- 1. the snapshot: candidates and existing consolidated memories, with their vectors (read lock) ----------
+
+def _snapshot(col, config, *, author, project, now) -> dict[tuple[str, str], _Group]:
+    min_created = now - config.consolidate_min_age_days * 86400.0
+    skip_types = PROCEDURAL_TYPES | {CONSOLIDATED_TYPE}
+    groups: dict[tuple[str, str], _Group] = {}
+    with col.lock.gen_rlock():
+        rows = col.rows
+        successor_of, consolidated_into = rows.successor_of, rows.consolidated_into
+        heads = [h for h in col.memories.values()
+                 if (author is None or h.author == author) and (project is None or h.project == project)]
+        heads.sort(key=lambda h: (h.created, h.id))
+        for head in heads:
+            if head.type == CONSOLIDATED_TYPE:
+                members = [m for m in head.consolidates if m in col.memories]
+                leader = _leader_of(head.id, head.consolidates)
+                anchor_id = leader if leader in col.memories else head.id
+                group = groups.setdefault((head.project, head.author), _Group(head.project, head.author))
+                group.consolidated.append((head.id, members, _memory_vector(col, anchor_id)))
+                continue
+            if (head.type in skip_types or head.id in successor_of or head.id in consolidated_into
+                    or head.created > min_created or (head.valid_until and head.valid_until <= now)):
+                continue
+            group = groups.setdefault((head.project, head.author), _Group(head.project, head.author))
+            group.ids.append(head.id)
+            group.created.append(head.created)
+            group.vectors.append(_memory_vector(col, head.id))
+    return groups
+
+
+def _memory_vector(col, memory_id: str) -> np.ndarray:
+    """A memory's unit vector: the mean of its chunks' logged vectors, normalised."""
+    vecs = col._logged_vectors(memory_id)
+    mean = vecs.mean(axis=0) if len(vecs) > 1 else vecs[0]
+    norm = float(np.linalg.norm(mean))
+    return (mean / norm if norm > 0 else mean).astype(np.float32)
+
+
+def _leader_of(con_id: str, members) -> str:
+    """The leader of a consolidated memory: the member its id was made from (the first member otherwise)."""
+    for member in members:
+        if consolidated_id(member) == con_id:
+            return member
+    return members[0] if members else ""
+
+
+def consolidated_id(leader_id: str) -> str:
+    """The id of the consolidated memory a leader starts: "con_" + its id (hashed when that would be too long)."""
+    candidate = f"con_{leader_id}"
+    if ID_RE.match(candidate):
+        return candidate
+    return "con_" + hashlib.blake2b(leader_id.encode(), digest_size=16).hexdigest()
+
+
+# -- 2. the plan: growth, then new clusters (exact cosine, numpy) ----------------------------------------------
+
+def _plan_group(group: _Group, threshold: float, min_cluster: int,
+                stop: threading.Event | None) -> list[tuple[str, str, list[int], list[int]]]:
+    """[(action, consolidated id, member positions in the group (all), new member positions)], in a fixed
+    order. Positions index group.ids; an existing consolidated memory's old members are not positions (its
+    own list is used), so for "grow" `members` holds only the new ones too."""
+    n = len(group.ids)
+    if n == 0:
+        return []
+    vectors = np.vstack(group.vectors)
+    assigned = np.zeros(n, dtype=bool)
+    plan: list[tuple[str, str, list[int], list[int]]] = []
+
+    # Growth: each candidate (oldest first) joins the most similar consolidated memory with room left.
+    if group.consolidated:
+        anchors = np.vstack([anchor for _, _, anchor in group.consolidated])
+        room = [MAX_MEMBERS - len(members) for _, members, _ in group.consolidated]
+        joining: dict[int, list[int]] = {}
+        for start in range(0, n, 4096):
+            sims = vectors[start : start + 4096] @ anchors.T
+            for offset, row in enumerate(sims):
+                order = np.argsort(-row, kind="stable")  # ties: the consolidated memory listed first
+                for c in order:
+                    if row[c] < threshold:
+                        break
+                    if room[c] > 0:
+                        room[c] -= 1
+                        joining.setdefault(int(c), []).append(start + offset)
+                        assigned[start + offset] = True
+                        break
+        for c in sorted(joining):
+            plan.append(("grow", group.consolidated[c][0], joining[c], joining[c]))
+
+    # New clusters: leaders in (created, id) order, each against the still unassigned candidates.
+    order = np.flatnonzero(~assigned)
+    for block_start in range(0, len(order), LEADER_BLOCK):
+        if stop is not None and stop.is_set():
+            break
+        leaders = order[block_start : block_start + LEADER_BLOCK]
+        leaders = leaders[~assigned[leaders]]
+        if len(leaders) == 0:
+            continue
+        free = np.flatnonzero(~assigned)
+        sims = vectors[leaders] @ vectors[free].T  # (leaders, free candidates)
+        for li, leader in enumerate(leaders.tolist()):
+            if assigned[leader]:
+                continue
+            near = np.flatnonzero(sims[li] >= threshold)
+            near = near[~assigned[free[near]] & (free[near] != leader)]
+            if len(near) + 1 < min_cluster:
+                continue
+            # The most similar first (ties: the older), at most MAX_MEMBERS with the leader.
+            best = np.lexsort((free[near], -sims[li][near]))[: MAX_MEMBERS - 1]
+            chosen = [leader, *free[near][best].tolist()]
+            assigned[chosen] = True
+            plan.append(("create", consolidated_id(group.ids[leader]), chosen, chosen))
+    return plan
+
+
+# -- 3. the text, and the write -------------------------------------------------------------------------------
+
+def representative_statement(content: str) -> str:
+    """A member's first sentence, or its start cut at a word near STATEMENT_CHARS; on one line."""
+    text = " ".join(content.split())
+    first = SENTENCE_END.split(text, maxsplit=1)[0]
+    if len(first) <= STATEMENT_CHARS:
+        return first
+    cut = first[:STATEMENT_CHARS].rsplit(" ", 1)[0]
+    return (cut if len(cut) >= STATEMENT_CHARS // 2 else first[:STATEMENT_CHARS]) + " …"
+
+
+def consolidated_text(memories: list, vectors: np.ndarray, project: str, max_chars: int) -> str:
+    """The extractive text of a consolidated memory of `memories` (Memory records, `vectors` their unit memory
+    vectors in the same order): a first line, then the representative statements, most central first."""
+    dates = [time.strftime("%Y-%m-%d", time.gmtime(m.created)) for m in memories]
+    lines = [f"Consolidated from {len(memories)} memories of project {project}, {min(dates)} to {max(dates)}:"]
+    if len(memories) > 1:
+        sims = vectors @ vectors.T
+        centrality = (sims.sum(axis=1) - np.diag(sims)) / (len(memories) - 1)
+    else:
+        centrality = np.ones(1, dtype=np.float32)
+    order = sorted(range(len(memories)), key=lambda i: (-round(float(centrality[i]), 6), memories[i].created,
+                                                        memories[i].id))
+    seen, used, left_out = set(), len(lines[0]), 0
+    reserve = 40  # room for the closing "… and N more" line
+    for i in order:
+        memory = memories[i]
+        key = memory.content_hash or memory.content
+        if key in seen:
+            continue
+        seen.add(key)
+        line = "- " + representative_statement(memory.content)
+        if used + 1 + len(line) > max_chars - reserve:
+            left_out += 1
+            continue
+        lines.append(line)
+        used += 1 + len(line)
+    if left_out:
+        lines.append(f"- … and {left_out} more (memory_get lists every member)")
+    return "\n".join(lines)
+
+
+def merged_tags(memories: list) -> list[str]:
+    counts = Counter(tag for m in memories for tag in dict.fromkeys(m.tags))
+    return [tag for tag, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:MAX_TAGS]
+
+
+def _write(col, config, group: _Group, action: str, con_id: str, positions: list[int], new: list[int], *,
+           dry_run: bool, now: float) -> Cluster | None:
+    """Write one consolidated memory (one log append), or describe it when `dry_run`. None when it cannot be
+    written (its id is taken by another kind of memory, or its members are gone)."""
+    new_ids = [group.ids[p] for p in new]
+    if action == "grow":
+        existing = next(members for cid, members, _ in group.consolidated if cid == con_id)
+        member_ids = [*existing, *new_ids]
+    else:
+        member_ids = new_ids
+    memories = col.get_many(member_ids)  # the live ones, in order
+    if not memories:
+        return None
+    if action == "create":
+        taken = col.memories.get(con_id)
+        if taken is not None:  # someone stored a memory under that id: never overwrite it
+            log.warning("collection %s: not consolidating under %s: that id is taken by a %s memory",
+                        col.name, con_id, taken.type)
+            return None
+    position_of = {memory_id: p for p, memory_id in enumerate(group.ids)}
+    vectors = np.vstack([group.vectors[position_of[m.id]] if m.id in position_of else _memory_vector(col, m.id)
+                         for m in memories])
+    content = consolidated_text(memories, vectors, group.project, config.consolidate_max_chars)
+    member_ids = [m.id for m in memories]
+    cluster = Cluster(id=con_id, project=group.project, author=group.author, members=member_ids, action=action,
+                      preview=content[:PREVIEW_CHARS], new_members=[m for m in new_ids if m in set(member_ids)])
+    if dry_run:
+        return cluster
+    from .collection import NewMemory
+
+    item = NewMemory(content=content, project=group.project, type=CONSOLIDATED_TYPE, tags=merged_tags(memories),
+                     memory_id=con_id, author=group.author, consolidates=member_ids, editor=CONSOLIDATION_EDITOR)
+    col.write_consolidated(item, author=group.author)
+    return cluster
+
+
+def _fill_unchanged_previews(col, report: ConsolidationReport) -> None:
+    unchanged = [c for c in report.clusters if c.action == "unchanged"]
+    by_id = {m.id: m for m in col.get_many([c.id for c in unchanged])}
+    for cluster in unchanged:
+        if cluster.id in by_id:
+            cluster.preview = by_id[cluster.id].content[:PREVIEW_CHARS]
+
+
+# -- the idle-time job ------------------------------------------------------------------------------------------
+
+class ConsolidationJob:
+    """The server's scheduled consolidation, started by MemoryService once the store is loaded: every
+    `consolidate_every_hours` (0: never), once no memory has been written for `consolidate_idle_minutes`, over
+    every shared collection, all authors. A write is noticed as a change in the collections' log sizes (no
+    hook on the write path). The first run comes once the server has been idle that long; `stop()` ends a
+    run between clusters."""
+
+    def __init__(self, service, config, clock: Callable[[], float] = time.monotonic):
+        self.service, self.config, self.clock = service, config, clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.runs = 0
+
+    def start(self) -> ConsolidationJob:
+        if self.config.consolidate_every_hours > 0:
+            self._thread = threading.Thread(target=self._loop, name="memory-consolidation", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        every = self.config.consolidate_every_hours * 3600.0
+        idle = self.config.consolidate_idle_minutes * 60.0
+        poll = max(0.1, min(30.0, every / 4, idle / 4 if idle else 30.0))
+        sizes, last_write, last_run = self._log_sizes(), self.clock(), None
+        while not self._stop.wait(poll):
+            current = self._log_sizes()
+            if current != sizes:
+                sizes, last_write = current, self.clock()
+                continue
+            now = self.clock()
+            if now - last_write < idle or (last_run is not None and now - last_run < every):
+                continue
+            self.run_once()
+            last_run, sizes = self.clock(), self._log_sizes()  # its own writes are not the agents' activity
+
+    def _log_sizes(self) -> dict[str, int]:
+        return {name: col.log.size for name, col in self.service.collections().items()}
+
+    def run_once(self) -> list[ConsolidationReport]:
+        """Consolidate every shared collection now; one log line per collection. A failure is logged and the
+        job goes on (the next run tries again)."""
+        reports = []
+        for name, col in sorted(self.service.collections().items()):
+            if self._stop.is_set():
+                break
+            if is_private(self.config, name):
+                continue
+            try:
+                report = consolidate(col, self.config, dry_run=False, stop=self._stop)
+            except Exception:  # noqa: BLE001 - an upkeep job: logged, retried at the next run
+                log.exception("consolidation of collection %s failed; the next run tries again", name)
+                continue
+            log.info("consolidation: %s", report.summary())
+            reports.append(report)
+        self.runs += 1
+        return reports
