@@ -1,0 +1,357 @@
+"""Memory that stays true: facts restated later in other words, among many unrelated memories, through the real tools.
+
+Data: benchmarks/data/lifecycle_facts.json, written for this benchmark (not
+from LoCoMo or any benchmark set): 68 facts that change over time, each an
+old statement, a later restatement in other words with the new value, a
+question whose answer is the new value, and siblings (statements about the
+same subject that stay true); plus templates from which the unrelated
+memories are generated deterministically (some in the same projects).
+
+Three parts:
+- thresholds (in-process, the server's embedder and the lexical analyzer):
+  cosine and shared subject terms of (old, new), (sibling, new) and
+  (nearest unrelated, new) pairs, and a sweep of supersede_min_similarity x
+  supersede_min_shared_terms replaying the store order of the server run
+  (best older candidate of the same project, near duplicates excluded):
+  detection recall and false links.
+- server: a real `persmem serve` and a real MCP HTTP client. Unrelated
+  memories through memory_bulk_store; then each old statement and its
+  siblings through memory_store; then, later, each restatement through a
+  plain memory_store (no supersedes=, as assistants do), with more unrelated
+  memories stored the same way between them; then each question through
+  memory_search top_k=10 (no project filter). Run twice: `baseline`
+  (supersede_detect = false, superseded_weight = 1, feedback and retrieval
+  weights 0: the ranking before the lifecycle) and `lifecycle` (defaults).
+- consolidation: seconds for a consolidation pass over 10k and 100k memories
+  (in-process on a store loaded through the Python API), when
+  consolidate.py is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import string
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+DATA = Path(__file__).resolve().parent / "data" / "lifecycle_facts.json"
+N_UNRELATED = 450  # bulk-stored before the facts
+N_UNRELATED_LATER = 80  # stored one by one through memory_store among the restatements
+SEED = 17
+
+
+def load() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def unrelated_memories(data: dict, n: int, seed: int = SEED) -> list[dict]:
+    """n distinct memories from the templates, round-robin over them, slots filled by a seeded generator."""
+    templates, vocab = data["unrelated"]["templates"], data["unrelated"]["vocab"]
+    rng = random.Random(seed)
+    seen, out, i = set(), [], 0
+    while len(out) < n:
+        template = templates[i % len(templates)]
+        i += 1
+        slots = {name for _, name, _, _ in string.Formatter().parse(template["text"]) if name}
+        text = template["text"].format(**{s: rng.choice(vocab[s]) for s in slots})
+        text = text[0].upper() + text[1:]
+        if text not in seen:
+            seen.add(text)
+            out.append({"content": text, "project": template["project"]})
+        if i > 100 * n:
+            raise RuntimeError("the templates cannot make that many distinct memories")
+    return out
+
+
+def store_plan(data: dict, quick: bool) -> dict:
+    """What the server run stores, in order, with a kind per item: the thresholds study replays the same order.
+
+    bulk: unrelated memories through memory_bulk_store (no detection); then, one memory_store each: every old
+    statement followed by its siblings (facts in a shuffled order); then every restatement (another order) with
+    an unrelated memory after every few."""
+    rng = random.Random(SEED)
+    facts = data["facts"][:24] if quick else list(data["facts"])
+    n_bulk, n_later = (150, 20) if quick else (N_UNRELATED, N_UNRELATED_LATER)
+    unrelated = unrelated_memories(data, n_bulk + n_later)
+    bulk, later = unrelated[:n_bulk], unrelated[n_bulk:]
+    olds = facts[:]
+    rng.shuffle(olds)
+    singles = []
+    for f in olds:
+        singles.append({"kind": "old", "fact": f["id"], "content": f["old"], "project": f["project"]})
+        singles += [{"kind": "sibling", "fact": f["id"], "content": s, "project": f["project"]} for s in f["siblings"]]
+    news = facts[:]
+    rng.shuffle(news)
+    every = max(1, len(news) // max(1, len(later)))
+    later_iter = iter(later)
+    for i, f in enumerate(news):
+        singles.append({"kind": "new", "fact": f["id"], "content": f["new"], "project": f["project"]})
+        if i % every == every - 1:
+            u = next(later_iter, None)
+            if u is not None:
+                singles.append({"kind": "unrelated", "fact": None} | u)
+    singles += [{"kind": "unrelated", "fact": None} | u for u in later_iter]
+    return {"facts": facts, "bulk": bulk, "singles": singles}
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
+
+
+# -- part 1: thresholds -------------------------------------------------------------------------------------------
+
+def subject_terms_function():
+    """lifecycle.subject_terms when it exists (what the server uses), else the BM25 analyzer's terms (stop words
+    out, stemmed)."""
+    try:
+        from persmem_memory_hnsw.lifecycle import subject_terms
+
+        return subject_terms, "lifecycle.subject_terms"
+    except ImportError:
+        from persmem_memory_hnsw.lexical import Analyzer
+
+        analyzer = Analyzer()
+        return (lambda text: set(analyzer.terms(text))), "lexical.Analyzer.terms"
+
+
+def make_embedder():
+    """The embedder the server loads by default (MiniLM int8), its re-quantized model cached across runs."""
+    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+
+    cache = Path(tempfile.gettempdir()) / "persmem-bench-models"
+    return OnnxEmbedder(default_model_files(), cache=cache).load()
+
+
+def thresholds(plan: dict, dedup_threshold: float = 0.97,
+               sims=(0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85), terms=(0, 1, 2, 3)) -> dict:
+    import numpy as np
+
+    subject_terms, terms_source = subject_terms_function()
+    embedder = make_embedder()
+    items = [{"kind": "bulk", "fact": None} | u for u in plan["bulk"]] + plan["singles"]
+    vectors = embedder.embed_chunks([it["content"] for it in items])  # (windows, dim) each; best window vs best
+    term_sets = [subject_terms(it["content"]) for it in items]
+    n = len(items)
+    sim = np.full((n, n), -1.0, dtype=np.float32)
+    for i in range(n):
+        for j in range(i):
+            if items[i]["project"] == items[j]["project"]:
+                sim[i, j] = float((vectors[i] @ vectors[j].T).max())
+    shared = lambda i, j: len(term_sets[i] & term_sets[j])  # noqa: E731
+    index = {(it["kind"], it["fact"]): k for k, it in enumerate(items) if it["kind"] in ("old", "new")}
+
+    # pair statistics
+    pairs = {"old": [], "sibling": [], "nearest unrelated": []}
+    for f in plan["facts"]:
+        new = index[("new", f["id"])]
+        old = index[("old", f["id"])]
+        pairs["old"].append((sim[new, old], shared(new, old)))
+        for k, it in enumerate(items):
+            if it["kind"] == "sibling" and it["fact"] == f["id"]:
+                pairs["sibling"].append((sim[new, k], shared(new, k)))
+        unrelated = [k for k in range(new) if items[k]["kind"] in ("bulk", "unrelated") and sim[new, k] > -1]
+        if unrelated:
+            k = max(unrelated, key=lambda k: sim[new, k])
+            pairs["nearest unrelated"].append((sim[new, k], shared(new, k)))
+
+    # the rule replayed in store order, for every setting
+    detecting = [k for k, it in enumerate(items) if it["kind"] != "bulk"]
+    sweep = []
+    for s in sims:
+        for t in terms:
+            superseded: set[int] = set()
+            correct = wrong_new = from_sibling = from_old = from_unrelated = 0
+            for k in detecting:
+                candidates = [j for j in range(k) if j not in superseded and s <= sim[k, j] < dedup_threshold
+                              and shared(k, j) >= t]
+                if not candidates:
+                    continue
+                best = max(candidates, key=lambda j: sim[k, j])
+                superseded.add(best)
+                kind = items[k]["kind"]
+                if kind == "new":
+                    if items[best]["kind"] == "old" and items[best]["fact"] == items[k]["fact"]:
+                        correct += 1
+                    else:
+                        wrong_new += 1
+                elif kind == "sibling":
+                    from_sibling += 1
+                elif kind == "old":
+                    from_old += 1
+                else:
+                    from_unrelated += 1
+            links = correct + wrong_new + from_sibling + from_old + from_unrelated
+            sweep.append({"min_similarity": s, "min_shared_terms": t, "recall": correct / len(plan["facts"]),
+                          "precision": correct / links if links else 1.0, "links": links, "correct": correct,
+                          "new_to_wrong": wrong_new, "sibling_links": from_sibling, "old_links": from_old,
+                          "unrelated_links": from_unrelated})
+    return {"pairs": pairs, "sweep": sweep, "terms_source": terms_source, "n_items": n,
+            "misses": misses_at(plan, items, index, sim, shared)}
+
+
+def misses_at(plan, items, index, sim, shared) -> list[tuple]:
+    """(fact, cosine, shared terms) of each true pair, lowest cosine first: what a threshold would lose."""
+    rows = []
+    for f in plan["facts"]:
+        new, old = index[("new", f["id"])], index[("old", f["id"])]
+        rows.append((f["id"], float(sim[new, old]), shared(new, old)))
+    return sorted(rows, key=lambda r: r[1])
+
+
+def print_thresholds(result: dict) -> None:
+    print(f"\n## Lifecycle: supersession thresholds ({result['n_items']} memories, in-process, MiniLM int8; "
+          f"subject terms: {result['terms_source']})\n")
+    print("| pair (with the restatement) | n | cosine min | p10 | median | p90 | max | shared terms median | "
+          "shared >= 1 | shared >= 2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for kind, values in result["pairs"].items():
+        cos = [v[0] for v in values]
+        sh = [v[1] for v in values]
+        print(f"| {kind} | {len(values)} | {min(cos):.3f} | {pct(cos, 0.1):.3f} | {statistics.median(cos):.3f} | "
+              f"{pct(cos, 0.9):.3f} | {max(cos):.3f} | {statistics.median(sh):.0f} | "
+              f"{sum(x >= 1 for x in sh) / len(sh):.2f} | {sum(x >= 2 for x in sh) / len(sh):.2f} |")
+    print("\nThe rule replayed in the server run's store order (each memory_store links to the most similar older, "
+          "not yet superseded memory of its project passing both thresholds; near duplicates >= 0.97 excluded):\n")
+    print("| min_similarity | min_shared_terms | recall | precision | links | restatement to a wrong one | "
+          "from siblings | from old statements | from unrelated |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in result["sweep"]:
+        print(f"| {r['min_similarity']:.2f} | {r['min_shared_terms']} | {r['recall']:.3f} | {r['precision']:.3f} | "
+              f"{r['links']} | {r['new_to_wrong']} | {r['sibling_links']} | {r['old_links']} | "
+              f"{r['unrelated_links']} |")
+
+
+# -- part 2: through the real server ------------------------------------------------------------------------------
+
+BASELINE = {"supersede_detect": False, "superseded_weight": 1.0, "feedback_weight": 0.0, "retrieval_weight": 0.0}
+
+
+def links_of(reply: dict) -> list[str]:
+    """The ids a memory_store reply says the new memory supersedes (none before the lifecycle landed)."""
+    return [link["id"] if isinstance(link, dict) else link for link in reply.get("supersedes", []) or []]
+
+
+async def server_workload(server, plan: dict) -> dict:
+    from persmem_core.testing import tool_result
+
+    ids: dict[tuple, str] = {}
+    links: list[tuple[dict, str]] = []  # (the item stored, the id it was linked to as superseding)
+    kind_of: dict[str, tuple] = {}
+    async with server.client("bench") as client:
+        for start in range(0, len(plan["bulk"]), 500):
+            tool_result(await client.call_tool("memory_bulk_store", {
+                "chunks": json.dumps(plan["bulk"][start:start + 500]), "context_chars": 0, "dedup": False}))
+        store_ms = []
+        for item in plan["singles"]:
+            t = time.perf_counter()
+            reply = tool_result(await client.call_tool("memory_store", {"content": item["content"],
+                                                                        "project": item["project"]}))
+            store_ms.append((time.perf_counter() - t) * 1000)
+            assert reply["status"] == "stored", (item, reply)
+            kind_of[reply["id"]] = (item["kind"], item["fact"])
+            if item["kind"] in ("old", "new"):
+                ids[(item["kind"], item["fact"])] = reply["id"]
+            links += [(item, target) for target in links_of(reply)]
+        per_fact, search_ms = [], []
+        for f in plan["facts"]:
+            t = time.perf_counter()
+            reply = tool_result(await client.call_tool("memory_search", {"query": f["question"], "top_k": 10}))
+            search_ms.append((time.perf_counter() - t) * 1000)
+            results = reply["results"]
+            order = [r["id"] for r in results]
+            new_id, old_id = ids[("new", f["id"])], ids[("old", f["id"])]
+            old_hit = next((r for r in results if r["id"] == old_id), None)
+            per_fact.append({"fact": f["id"], "new_rank": order.index(new_id) if new_id in order else None,
+                             "old_rank": order.index(old_id) if old_id in order else None,
+                             "old_marked": bool(old_hit and old_hit.get("superseded_by") == new_id)})
+    correct = [(item, target) for item, target in links
+               if item["kind"] == "new" and kind_of.get(target) == ("old", item["fact"])]
+    return {"per_fact": per_fact, "search_ms": search_ms, "store_ms": store_ms, "links": links,
+            "correct_links": len(correct), "kind_of": kind_of}
+
+
+def summarize(run: dict, n_facts: int) -> dict:
+    per_fact = run["per_fact"]
+    above = sum(1 for p in per_fact if p["new_rank"] is not None
+                and (p["old_rank"] is None or p["new_rank"] < p["old_rank"]))
+    top5 = sum(1 for p in per_fact if p["new_rank"] is not None and p["new_rank"] < 5)
+    top10 = sum(1 for p in per_fact if p["new_rank"] is not None)
+    old_shown = [p for p in per_fact if p["old_rank"] is not None]
+    links = run["links"]
+    sibling_links = sum(1 for item, target in links
+                        if item["kind"] == "sibling" or run["kind_of"].get(target, ("",))[0] == "sibling")
+    return {
+        "above": above / n_facts, "top5": top5 / n_facts, "top10": top10 / n_facts,
+        "old_shown": len(old_shown), "old_marked": sum(p["old_marked"] for p in old_shown),
+        "links": len(links), "correct": run["correct_links"], "sibling_links": sibling_links,
+        "precision": run["correct_links"] / len(links) if links else None,
+        "recall": run["correct_links"] / n_facts,
+        "search_p50": statistics.median(run["search_ms"]), "search_p95": pct(run["search_ms"], 0.95),
+        "store_p50": statistics.median(run["store_ms"]),
+    }
+
+
+def run_server(plan: dict, memory_config: dict) -> dict:
+    from persmem_core.testing import start_server, write_config
+
+    home = Path(tempfile.mkdtemp(prefix="persmem-lifecycle-"))
+    write_config(home, {"memory": memory_config} if memory_config else None)
+    server = start_server(home, agents=("bench",), timeout=120)
+    try:
+        return anyio.run(server_workload, server, plan)
+    finally:
+        server.stop()
+
+
+def print_server(rows: list[tuple[str, dict]], plan: dict) -> None:
+    n = len(plan["facts"])
+    print(f"\n## Lifecycle: restated facts through the real tools ({n} facts, "
+          f"{sum(len(f['siblings']) for f in plan['facts'])} siblings, {len(plan['bulk'])} + "
+          f"{sum(1 for s in plan['singles'] if s['kind'] == 'unrelated')} unrelated; memory_store one by one, "
+          f"memory_search top_k=10 over MCP HTTP)\n")
+    print("| run | current ranked above superseded | current in top 5 | current in top 10 | "
+          "superseded shown / marked | links detected (correct) | precision | recall | sibling false links | "
+          "search p50 / p95 ms | store p50 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, s in rows:
+        precision = "-" if s["precision"] is None else f"{s['precision']:.3f}"
+        print(f"| {label} | {s['above']:.3f} | {s['top5']:.3f} | {s['top10']:.3f} | {s['old_shown']} / "
+              f"{s['old_marked']} | {s['links']} ({s['correct']}) | {precision} | {s['recall']:.3f} | "
+              f"{s['sibling_links']} | {s['search_p50']:.1f} / {s['search_p95']:.1f} | {s['store_p50']:.1f} |")
+    print("\nTargets: current ranked above the superseded one >= 0.95, current in the top 5 = 1.0. `baseline`: "
+          f"{json.dumps(BASELINE)} (the ranking before the lifecycle); `lifecycle`: the defaults.")
+
+
+# -- main ---------------------------------------------------------------------------------------------------------
+
+def main(quick: bool = False, parts: tuple[str, ...] = ("thresholds", "server")) -> dict:
+    sys.path.insert(0, str(Path(__file__).parent))
+    plan = store_plan(load(), quick)
+    out: dict = {}
+    if "thresholds" in parts:
+        out["thresholds"] = thresholds(plan)
+        print_thresholds(out["thresholds"])
+    if "server" in parts:
+        rows = []
+        for label, config in (("baseline", BASELINE), ("lifecycle", {})):
+            rows.append((label, summarize(run_server(plan, config), len(plan["facts"]))))
+        out["server"] = rows
+        print_server(rows, plan)
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="24 facts, 170 unrelated memories: checks it still runs")
+    parser.add_argument("--part", action="append", choices=["thresholds", "server", "consolidation"],
+                        help="run only these parts (default: all)")
+    args = parser.parse_args()
+    main(args.quick, tuple(args.part or ("thresholds", "server", "consolidation")))
