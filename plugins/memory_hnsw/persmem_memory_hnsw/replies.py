@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from .collection import Hit
 from .config import MemoryConfig
@@ -24,6 +25,12 @@ MIN_PASSAGE_CHARS = 200  # a hit shows at least this much of its memory, whateve
 MAX_TAGS_SHOWN = 30  # a memory's tags beyond these are counted, not listed (tags have no count limit)
 TRUNCATED_NOTE = ("A result marked truncated shows only its best matching passage (shown_chars: where it starts "
                   "and ends in the memory); memory_get(memory_id) returns the whole memory.")
+SUPERSEDED_NOTE = ("A result with superseded_by was replaced by a later memory (that id): it may no longer be true "
+                   "and ranks lower; prefer its successor. memory_get shows the chain; if the link is wrong, "
+                   "memory_unlink(memory_id) undoes it. include_superseded=false leaves such results out.")
+EXPIRED_NOTE = "A result marked expired is past its valid_until date: kept for the record, no longer to be relied on."
+REVIEW_NOTE = ("A result marked review_due is past its review_after date: check it still holds, then memory_update "
+               "it (a new review_after) or memory_validate it.")
 
 _analyzer: Analyzer | None = None
 _analyzer_lock = threading.Lock()
@@ -151,6 +158,9 @@ def search_reply(query: str, collection: str, hits: list[Hit], config: MemoryCon
     reply["count"] = len(reply["results"])
     if any(item.get("truncated") for item in reply["results"]):
         notes.append(TRUNCATED_NOTE)
+    for mark, note in (("superseded_by", SUPERSEDED_NOTE), ("expired", EXPIRED_NOTE), ("review_due", REVIEW_NOTE)):
+        if any(mark in item for item in reply["results"]):  # each explained once, only when it appears
+            notes.append(note)
     if notes:
         reply["note"] = " ".join(notes)
     return reply
@@ -197,6 +207,87 @@ def _fields(memory: Memory) -> dict:
     fields.update({"author": memory.author, "created": iso(memory.created), "updated": iso(memory.updated),
                    "version": memory.version})
     return fields
+
+
+# -- the lifecycle's marks on a result (lifecycle.py; docs/memory.md "Memory that stays true") ----------------
+
+@dataclass(frozen=True)
+class LifecycleLinks:
+    """What a reply needs to mark a memory beyond its own record: the derived side of its links (a collection's
+    `Rows.successor_of` and `Rows.consolidated_into`, read as they are at reply time) and the time of the reply."""
+
+    successor_of: Mapping[str, str]
+    consolidated_into: Mapping[str, str]
+    now: float
+
+
+def lifecycle_marks(memory: Memory, links: LifecycleLinks) -> dict:
+    """The marks a search result carries, each only when it applies (a plain current memory carries none):
+    superseded_by / supersedes (ids), consolidated_into (id) / consolidates (member count), confidence (only
+    once someone gave feedback), expired, review_due."""
+    from .lifecycle import confidence
+
+    marks: dict = {}
+    successor = links.successor_of.get(memory.id)
+    if successor:
+        marks["superseded_by"] = successor
+    if memory.supersedes:
+        marks["supersedes"] = list(memory.supersedes)
+    gathered_into = links.consolidated_into.get(memory.id)
+    if gathered_into:
+        marks["consolidated_into"] = gathered_into
+    if memory.consolidates:
+        marks["consolidates"] = len(memory.consolidates)
+    if memory.feedback:
+        marks["confidence"] = round(confidence(memory.feedback), 3)
+    if memory.valid_until and memory.valid_until <= links.now:
+        marks["expired"] = True
+    if memory.review_after and memory.review_after <= links.now:
+        marks["review_due"] = True
+    return marks
+
+
+# -- memory_consolidate --------------------------------------------------------------------------------------
+
+CLUSTER_PREVIEW_CHARS = 200  # a cluster is shown by the start of what its consolidated memory says
+CLUSTER_MEMBER_IDS = 10  # member ids listed per cluster (memory_get of the consolidated memory lists them all)
+
+
+def consolidation_reply(report, collection: str, dry_run: bool, budget: int) -> dict:
+    """memory_consolidate's reply for a consolidate.ConsolidationReport: counts, then each cluster (its
+    consolidated memory's id, project, action, member count and first member ids, a preview) while the reply
+    stays within `budget` characters."""
+    clusters = report.clusters
+    reply: dict = {"collection": collection, "dry_run": dry_run, "created": report.created, "grown": report.grown,
+                   "unchanged": sum(cluster.action == "unchanged" for cluster in clusters),
+                   "seconds": round(report.seconds, 3), "clusters": []}
+    for n, cluster in enumerate(clusters):
+        preview = cluster.preview if len(cluster.preview) <= CLUSTER_PREVIEW_CHARS else (
+            cluster.preview[:CLUSTER_PREVIEW_CHARS].rsplit(" ", 1)[0] + "…")
+        item = {"id": cluster.id, "project": cluster.project, "action": cluster.action,
+                "members": len(cluster.members), "member_ids": cluster.members[:CLUSTER_MEMBER_IDS],
+                "preview": preview}
+        reply["clusters"].append(item)
+        if reply_chars(reply) > budget - 400:
+            reply["clusters"].pop()
+            reply["clusters_not_shown"] = len(clusters) - n
+            break
+    notes = []
+    if dry_run:
+        notes.append("Dry run: nothing was written. Call memory_consolidate(dry_run=false) to write these clusters.")
+    elif report.created or report.grown:
+        notes.append("Members are kept and stay searchable, marked consolidated_into; memory_get(id) of a "
+                     "consolidated memory lists all its members.")
+    if not clusters:
+        notes.append("No cluster found: consolidation takes only your own memories older than "
+                     "[memory] consolidate_min_age_days, in groups of at least [memory] consolidate_min_cluster "
+                     "similar ones of one project.")
+    if "clusters_not_shown" in reply:
+        notes.append(f"{reply['clusters_not_shown']} more clusters left out to keep this reply short; pass project "
+                     "to see one project's.")
+    if notes:
+        reply["note"] = " ".join(notes)
+    return reply
 
 
 # -- lists of memories (chorus_init) ------------------------------------------------------------------------

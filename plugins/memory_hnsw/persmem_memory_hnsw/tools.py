@@ -16,13 +16,15 @@ from .collection import NewMemory
 from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
 from .permissions import (BOOTSTRAP_TYPES, check_bootstrap_owner, check_visible, editors_in, is_private, own_filters,
                           pinned_for, visible_to)
-from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags, shown
-from .records import iso, new_id, public, public_version, summarize
-from .replies import memory_list, search_reply
+from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags, parse_when, shown
+from .records import ID_RE, iso, new_id, public, public_version, summarize
+from .replies import LifecycleLinks, consolidation_reply, lifecycle_marks, memory_list, search_reply
 from .service import MemoryService, check_collection_name, service
 from .sessions_answers import SESSIONS, session_hits, turn_fields
 
 MAX_TOP_K = 20
+MAX_LINKED_IDS = 20  # ids one memory_store may name in supersedes
+MAX_NOTE_CHARS = 500  # a memory_validate note (records.Feedback.note)
 SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
 
 
@@ -38,6 +40,9 @@ def memory_store(
     collection: str = "memories",
     memory_id: str | None = None,
     dedup: bool = True,
+    supersedes: str | list[str] = "",
+    valid_until: str = "",
+    review_after: str = "",
     call: CallContext = None,
 ) -> dict:
     """Store one memory (a fact, decision, handoff, bug, pattern...) so any later session can find it.
@@ -50,13 +55,82 @@ def memory_store(
       (like `sessions`): there the server gives every id, so leave it empty.
     - dedup: when an identical or near-identical memory exists in the project, its id is returned
       with status "duplicate" instead of storing a copy (nothing is ever deleted).
-    Returns {"status": "stored"|"duplicate", "id": ...}. The author is you (the calling agent).
+    - supersedes: when this memory replaces older ones you know of (a fact that changed: "staging moved from
+      Postgres to SQLite"), their ids, comma-separated ("id1,id2"). They stay stored and readable, but rank
+      below this one and are marked superseded_by it in searches. Only memories you may change (your own,
+      or granted), in the same collection.
+    - valid_until: an ISO date or time (2026-12-31) after which this memory is expired: hidden from searches
+      unless asked for (a date alone means through that day). review_after: after it, the memory is marked
+      review_due (still found), to be checked.
+    When you restate something you stored earlier in the same project without naming it in supersedes, the
+    server may link the two itself: the reply's `supersedes` then names the older memory, how ("detected"), the
+    similarity and the shared words. If that link is wrong, memory_unlink(memory_id=<this id>) undoes it.
+    Returns {"status": "stored"|"duplicate", "id": ..., "supersedes"?: [...]}. The author is you (the calling
+    agent).
     """
+    config = call.host.section("memory")
     if memory_id:
-        _check_id_allowed(call.host.section("memory"), collection, "memory_id")
-    item = NewMemory(content=content, project=parse_label(project, "project"), type=parse_label(memory_type, "memory_type"),
-                     tags=parse_tags(tags), memory_id=memory_id)
-    return _service(call).collection(collection).store([item], author=call.agent, dedup=dedup)[0]
+        _check_id_allowed(config, collection, "memory_id")
+    memory_type = parse_label(memory_type, "memory_type")
+    item = NewMemory(content=content, project=parse_label(project, "project"), type=memory_type,
+                     tags=parse_tags(tags), memory_id=memory_id,
+                     supersedes=parse_ids(supersedes, "supersedes"),
+                     valid_until=parse_date(valid_until, "valid_until") or 0.0,
+                     review_after=parse_date(review_after, "review_after") or 0.0,
+                     # One curated memory restating an older one; never in a private collection (session turns are
+                     # a record of what was said) and never an identity or directive entry (its author's voice).
+                     detect_supersession=(config.supersede_detect and not is_private(config, collection)
+                                          and memory_type not in BOOTSTRAP_TYPES))
+    col = _service(call).collection(collection)
+    result = col.store([item], author=call.agent, dedup=dedup, editors=editors_in(config, collection))[0]
+    return _explain_links(result)
+
+
+def _explain_links(result: dict) -> dict:
+    """A store result that made a link says how to undo it (a detected link is the server's guess)."""
+    links = result.get("supersedes")
+    if links:
+        detected = [link["id"] for link in links if link.get("how") == "detected"]
+        result["note"] = (
+            f"This memory supersedes {', '.join(link['id'] for link in links)}: "
+            f"{'that memory' if len(links) == 1 else 'those memories'} now rank below it, marked superseded_by "
+            f"{result['id']} (nothing is deleted). "
+            + (f"The link to {', '.join(detected)} was detected (a restatement of the same subject); if it is "
+               f"wrong, memory_unlink(memory_id={result['id']!r}) undoes it." if detected else
+               f"memory_unlink(memory_id={result['id']!r}) undoes it."))
+    return result
+
+
+def parse_ids(value: str | list[str] | None, what: str) -> list[str]:
+    """Memory ids given as "id1,id2" or a list, stripped, without repeats; each must be a well-formed id."""
+    if value is None:
+        return []
+    if not isinstance(value, (str, list)) or not all(isinstance(item, str) for item in value):
+        raise UserError(f"{what} must be memory ids, comma-separated (\"id1,id2\") or a list of strings.")
+    items = value.split(",") if isinstance(value, str) else value
+    ids = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    if len(ids) > MAX_LINKED_IDS:
+        raise UserError(f"{what} names {len(ids)} memories; at most {MAX_LINKED_IDS} in one call.")
+    for memory_id in ids:
+        if not ID_RE.match(memory_id):
+            raise UserError(f"{what}: {shown(memory_id)} is not a memory id (1-128 letters, digits, '_', ':', '.', "
+                            "'-'); memory_search finds ids.")
+    return ids
+
+
+def parse_date(value: str | None, what: str, *, clearable: bool = False) -> float | None:
+    """A valid_until / review_after as a timestamp: None when not given; with `clearable` (memory_update),
+    "none" clears it (0.0). A date alone means the end of that day (valid_until=2026-12-31 is valid all
+    that day)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise UserError(f"{what} must be an ISO date or time as a string, like \"2026-12-31\".")
+    if value.strip().casefold() == "none":
+        if clearable:
+            return 0.0
+        raise UserError(f"{what}=\"none\" only clears a date in memory_update; here leave {what} empty for no date.")
+    return parse_when(value.strip(), what, through_day=True)
 
 
 def _check_id_allowed(config, collection: str, field: str) -> None:
@@ -139,6 +213,8 @@ def memory_search(
     mode: str = "hybrid",
     verbose: bool = False,
     include_sessions: bool = False,
+    include_superseded: bool = True,
+    include_expired: bool = False,
     call: CallContext = None,
 ) -> dict:
     """Find memories by meaning and by words (hybrid semantic + BM25 search), best first.
@@ -157,10 +233,16 @@ def memory_search(
       Codex sessions, archived by the sessions plugin), with the same filters; they are merged with the memories
       by score and marked with session_id, index (the turn's place in the session), client and role.
       session_read(session_id, offset=index) shows the conversation around one. Only your own sessions.
+    - include_superseded: true (default) also returns memories a later one replaced, ranked lower and marked
+      superseded_by (the successor's id); false leaves them out. include_expired: also return memories past
+      their valid_until, marked expired (hidden by default).
     Returns {"query" (cut when long), "collection", "count", "results", "note"?, "hint"?}. Each result has id,
     score (1 = the best match), content, project, type, tags, author, created, updated, version. A long memory's
     content is its best matching passage, with truncated=true, full_chars and shown_chars (start, end);
-    memory_get(memory_id) returns the whole memory.
+    memory_get(memory_id) returns the whole memory. Marks, only when they apply: superseded_by / supersedes
+    (ids: the newer statement wins), consolidated_into / consolidates (a consolidated memory and how many it
+    gathers), confidence (0-1, from memory_validate feedback), expired, review_due.
+    Nothing is ever deleted by these marks: memory_get shows a memory's links and history.
     """
     if not isinstance(query, str) or not query.strip():
         raise UserError("query is empty; describe what to look for.")
@@ -181,28 +263,42 @@ def memory_search(
             reply = search_reply(query, collection, [], config, searched_chars=SEARCHED_QUERY_CHARS)
             return {**reply, "hint": did_you_mean("collection", collection, collections)}
     filters = own_filters(config, collection, call.agent, asked)  # None: another's entries of a private one
+    col = collections.get(collection)
     start = time.perf_counter()
-    hits = [] if filters is None or collection not in collections else memories.search_hits(
-        collection, query[:SEARCHED_QUERY_CHARS], top_k=top_k, filters=filters, mode=mode,
-        recency_weight=recency_weight)
-    marks = None
+    hits = [] if filters is None or col is None else col.search(
+        query[:SEARCHED_QUERY_CHARS], top_k=top_k, filters=filters, mode=mode, recency_weight=recency_weight,
+        include_superseded=include_superseded, include_expired=include_expired)
     if include_sessions and collection != SESSIONS:
         turns = session_hits(memories, call.agent, query, top_k=top_k, filters=asked)
         hits = sorted([*hits, *turns], key=lambda hit: hit.score, reverse=True)[:top_k]
-        marks = _session_marks
     took_ms = round((time.perf_counter() - start) * 1000, 2)
     reply = search_reply(query, collection, hits, config, searched_chars=SEARCHED_QUERY_CHARS, verbose=verbose,
-                         took_ms=took_ms, marks=marks)
-    if not hits and asked.active() and collection in collections:
-        hint = _unknown_names_hint(collections[collection], asked, config, call.agent)
+                         took_ms=took_ms, marks=_marks(memories, collection, include_sessions))
+    if col is not None:  # what the caller was shown counts as retrieved (best-effort statistics, never logged)
+        col.record_retrievals([item["id"] for item in reply["results"] if not item.get("session_turn")])
+    if not hits and asked.active() and col is not None:
+        hint = _unknown_names_hint(col, asked, config, call.agent)
         if hint:
             reply["hint"] = hint
     return reply
 
 
-def _session_marks(memory) -> dict:
-    """What marks a session turn among memory_search's results."""
-    return {"session_turn": True, **turn_fields(memory)} if memory.collection == SESSIONS else {}
+def _marks(memories: MemoryService, collection: str, include_sessions: bool):
+    """What marks a result of memory_search: the lifecycle's marks (each collection's own links), and a session
+    turn's session, client, index and role."""
+    links: dict[str, LifecycleLinks] = {}
+    now = time.time()
+
+    def marks(memory) -> dict:
+        if memory.collection not in links:
+            rows = memories.collection(memory.collection, create=False).rows
+            links[memory.collection] = LifecycleLinks(rows.successor_of, rows.consolidated_into, now)
+        found = lifecycle_marks(memory, links[memory.collection])
+        if include_sessions and memory.collection == SESSIONS and collection != SESSIONS:
+            found.update(session_turn=True, **turn_fields(memory))
+        return found
+
+    return marks
 
 
 def _names_in_use(col, config, agent: str) -> dict[str, set[str]]:
@@ -232,26 +328,52 @@ def _unknown_names_hint(col, filters: Filters, config, agent: str) -> str | None
 
 def memory_get(memory_id: str, collection: str = "memories", include_history: bool = False,
                call: CallContext = None) -> dict:
-    """Read one memory by id; with include_history, also its previous versions (oldest first).
-    `author` is who wrote the memory, `editor` who made each version (null: not recorded, an older store)."""
+    """Read one memory by id, with where it stands: superseded_by (the later memory that replaced it, if any),
+    supersedes, chain (the ids of the whole chain of restatements, oldest first), consolidated_into /
+    consolidates, confidence (0-1, 0.5 with no feedback) and feedback counts, retrievals (how often searches
+    returned it), tier (episodic, semantic or procedural), valid_until / review_after, expired, review_due.
+    With include_history, also its previous versions (oldest first), its link_history (each link made or
+    undone: by whom, when, how, why) and its feedback entries. `author` is who wrote the memory, `editor` who
+    made each version (null: not recorded, an older store). A superseded memory stays readable here, whole."""
     col = _service(call).collection(collection)
     memory = col.get(memory_id)
     check_visible(call.host.section("memory"), collection, call.agent, memory, memory_id)
     result = public(memory)
+    result.update(_lifecycle_fields(col.lifecycle_of(memory_id)))
     if include_history:
         result["history"] = [public_version(v) for v in memory.history]
+        result["link_history"] = [{"action": c.action, "target": c.target, "by": c.by, "at": iso(c.at),
+                                   "how": c.how, **({"detail": c.detail} if c.detail else {})}
+                                  for c in memory.link_history]
+        result["feedback_entries"] = [{"by": f.by, "at": iso(f.at), "helpful": f.helpful,
+                                       **({"note": f.note} if f.note else {})} for f in memory.feedback]
     return result
+
+
+def _lifecycle_fields(state: dict) -> dict:
+    """Collection.lifecycle_of as a reply shows it: times in ISO, a date that is not set as null."""
+    fields = dict(state)
+    for key in ("valid_until", "review_after", "last_retrieved"):
+        fields[key] = iso(fields[key]) if fields.get(key) else None
+    return fields
 
 
 def memory_update(memory_id: str, content: str | None = None, tags: str | None = None,
                   memory_type: str | None = None, project: str | None = None, collection: str = "memories",
+                  valid_until: str | None = None, review_after: str | None = None,
                   call: CallContext = None) -> dict:
-    """Change a memory's content, tags, type or project. The previous version is kept (memory_get with
-    include_history=true shows it, with who made each version) and the version number goes up. Pass only what
-    changes. You may change memories you wrote; others' only if the operator granted it ([memory] editors),
-    and identity and directive entries only their author."""
-    if content is None and tags is None and memory_type is None and project is None:
-        raise UserError("nothing to update: pass content, tags, memory_type or project.")
+    """Change a memory's content, tags, type, project, valid_until or review_after. The previous version is kept
+    (memory_get with include_history=true shows it, with who made each version) and the version number goes up.
+    Pass only what changes. valid_until / review_after: an ISO date or time (2026-12-31: through that day),
+    "none" to clear it, empty to leave it. You may change memories you wrote; others' only if the operator
+    granted it ([memory] editors), and identity and directive entries only their author.
+    A fact that changed is often better stored anew with memory_store(supersedes=<this id>): the old statement
+    then stays readable as history of what was true before."""
+    until, review = parse_date(valid_until, "valid_until", clearable=True), parse_date(
+        review_after, "review_after", clearable=True)
+    if content is None and tags is None and memory_type is None and project is None and until is None \
+            and review is None:
+        raise UserError("nothing to update: pass content, tags, memory_type, project, valid_until or review_after.")
     col = _service(call).collection(collection)
     config = call.host.section("memory")
     check_visible(config, collection, call.agent, col.memories.get(memory_id), memory_id)
@@ -260,8 +382,13 @@ def memory_update(memory_id: str, content: str | None = None, tags: str | None =
         tags=None if tags is None else parse_tags(tags),
         type=None if memory_type is None else parse_label(memory_type, "memory_type"),
         project=None if project is None else parse_label(project, "project"),
+        valid_until=until, review_after=review,
     )
-    return {"status": "updated", **public(memory)}
+    reply = {"status": "updated", **public(memory)}
+    for key in ("valid_until", "review_after"):
+        if getattr(memory, key):
+            reply[key] = iso(getattr(memory, key))
+    return reply
 
 
 def memory_delete(memory_id: str, collection: str = "memories", call: CallContext = None) -> dict:
@@ -275,10 +402,83 @@ def memory_delete(memory_id: str, collection: str = "memories", call: CallContex
     return {"status": "deleted", "id": memory.id}
 
 
+def memory_validate(memory_id: str, helpful: bool, note: str = "", collection: str = "memories",
+                    call: CallContext = None) -> dict:
+    """Say whether a memory helped (helpful=true) or was wrong, outdated or useless (helpful=false), after you
+    used it. Each agent's latest verdict counts once toward the memory's confidence, (1 + helpful) / (2 +
+    helpful + unhelpful) over the agents' verdicts; confidence nudges its search rank up or down a little
+    (bounded: no agent can bury another's memory; one agent alone moves it by a few percent). Any memory you can
+    see. note: why, up to 500 characters (kept with your name and the time; memory_get with include_history
+    shows the entries). A memory that is simply no longer true is better replaced: memory_store the current
+    fact with supersedes=<its id>. Returns the new confidence and the counts."""
+    if not isinstance(helpful, bool):
+        raise UserError(f"helpful must be true or false, got {shown(helpful)}.")
+    if not isinstance(note, str):
+        raise UserError("note must be a string (why the memory helped or not), or empty.")
+    if len(note) > MAX_NOTE_CHARS:
+        raise UserError(f"note is {len(note)} characters; at most {MAX_NOTE_CHARS}. Say why in a sentence or two.")
+    col = _service(call).collection(collection)
+    config = call.host.section("memory")
+    check_visible(config, collection, call.agent, col.memories.get(memory_id), memory_id)
+    memory = col.validate(memory_id, by=call.agent, helpful=helpful, note=note.strip())
+    state = col.lifecycle_of(memory.id)
+    return {"status": "recorded", "id": memory.id, "helpful": helpful, "confidence": round(state["confidence"], 3),
+            "feedback": state["feedback"]}
+
+
+def memory_unlink(memory_id: str, supersedes_id: str = "", collection: str = "memories",
+                  call: CallContext = None) -> dict:
+    """Undo a supersession link that is wrong (say memory_store detected a restatement that was not one): the
+    older memory ranks as before and loses its superseded_by mark. memory_id may be either side: the newer
+    memory (then supersedes_id names which of its links to drop; empty drops them all) or the older one (the
+    link naming it is dropped). Nothing is deleted; the undoing is recorded in the newer memory's link_history
+    (memory_get with include_history). Allowed to the author of either memory, or an agent granted over either
+    author ([memory] editors)."""
+    supersedes_id = (supersedes_id or "").strip()
+    for value, what in ((memory_id, "memory_id"), (supersedes_id, "supersedes_id")):
+        if value and not ID_RE.match(value):
+            raise UserError(f"{what}: {shown(value)} is not a memory id; memory_get(memory_id) shows its links.")
+    col = _service(call).collection(collection)
+    config = call.host.section("memory")
+    check_visible(config, collection, call.agent, col.memories.get(memory_id), memory_id)
+    target = col.memories.get(supersedes_id) if supersedes_id else None
+    if target is not None:  # (a link to a deleted memory may still be dropped: the store checks the link exists)
+        check_visible(config, collection, call.agent, target, supersedes_id)
+    newer = col.unlink(memory_id, supersedes_id=supersedes_id or None, by=call.agent,
+                       editors=editors_in(config, collection))
+    last = newer.link_history[-1].at if newer.link_history else None
+    undone = [c.target for c in newer.link_history if c.action == "unlinked" and c.at == last]
+    return {"status": "unlinked", "id": newer.id, "unlinked": undone, "supersedes": list(newer.supersedes)}
+
+
+def memory_consolidate(collection: str = "memories", project: str | None = None, dry_run: bool = True,
+                       call: CallContext = None) -> dict:
+    """Group mature clusters of your own similar memories (older than [memory] consolidate_min_age_days, in one
+    project) into one consolidated memory each: their representative statements, merged tags, and links to
+    every member. Extractive and deterministic (no rewording, no model): running it again changes nothing
+    unless new memories joined a cluster. Members are never deleted: they stay searchable, rank a little below
+    their consolidated memory, and say consolidated_into. dry_run=true (the default) only shows the clusters
+    it would make; call again with dry_run=false to write them. Only your own memories; project narrows it.
+    Returns {"dry_run", "created", "grown", "clusters": [{id, project, members, action, preview}], ...}."""
+    from .consolidate import consolidate
+
+    check_collection_name(collection)
+    config = call.host.section("memory")
+    memories = _service(call)
+    project = parse_label(project, "project") if project else None
+    if collection not in memories.collections():
+        return {"collection": collection, "dry_run": dry_run, "created": 0, "grown": 0, "clusters": [],
+                "hint": did_you_mean("collection", collection, memories.collections())}
+    report = consolidate(memories.collection(collection), config, author=call.agent, project=project,
+                         dry_run=dry_run, now=time.time())
+    return consolidation_reply(report, collection, dry_run, config.search_reply_chars)
+
+
 def memory_stats(collection: str = "memories", project: str | None = None, call: CallContext = None) -> dict:
     """Counts for a collection (or one project of it): memories, projects, types, authors, tag distribution,
-    sizes, oldest/newest. A collection or project that does not exist gives count 0 and a `hint` naming the
-    closest existing ones."""
+    sizes, oldest/newest, and the lifecycle: superseded (replaced by a later memory), consolidated (gathered into
+    a consolidated memory), expired (past valid_until) and review_due (past review_after). A collection or
+    project that does not exist gives count 0 and a `hint` naming the closest existing ones."""
     memories = _service(call)
     collections = memories.collections()
     if collection not in collections:
@@ -287,16 +487,30 @@ def memory_stats(collection: str = "memories", project: str | None = None, call:
                 "hint": did_you_mean("collection", collection, collections)}
     col = collections[collection]
     config = call.host.section("memory")
+    heads = col.matching(Filters(author=call.agent if is_private(config, collection) else None, project=project))
     if is_private(config, collection):  # the caller's own entries only (no log size: that counts everyone's)
-        stats = {"collection": collection, **summarize(col.matching(Filters(author=call.agent, project=project))),
-                 "private": True}
+        stats = {"collection": collection, **summarize(heads), "private": True}
     else:
         stats = col.stats(project)
     for key in ("oldest", "newest"):
         stats[key] = iso(stats[key]) if stats[key] else None
+    stats.update(_lifecycle_counts(col, heads, time.time()))
     if project and not stats["count"]:
         stats["hint"] = did_you_mean("project", project, _names_in_use(col, config, call.agent)["project"])
     return stats
+
+
+def _lifecycle_counts(col, heads, now: float) -> dict:
+    """How many of `heads` are superseded, consolidated (gathered into a consolidated memory), expired, or due
+    for review at `now`."""
+    successor_of, consolidated_into = col.rows.successor_of, col.rows.consolidated_into
+    counts = {"superseded": 0, "consolidated": 0, "expired": 0, "review_due": 0}
+    for head in heads:
+        counts["superseded"] += head.id in successor_of
+        counts["consolidated"] += head.id in consolidated_into
+        counts["expired"] += bool(head.valid_until and head.valid_until <= now)
+        counts["review_due"] += bool(head.review_after and head.review_after <= now)
+    return counts
 
 
 def memory_list_collections(call: CallContext = None) -> dict:
@@ -377,4 +591,5 @@ def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: st
 
 
 ALL_TOOLS = [memory_store, memory_bulk_store, memory_search, memory_get, memory_update, memory_delete,
-             memory_stats, memory_list_collections, chorus_init, bootstrap_update]
+             memory_validate, memory_unlink, memory_consolidate, memory_stats, memory_list_collections, chorus_init,
+             bootstrap_update]
