@@ -5,7 +5,8 @@ Turns live in the collection `sessions`, one memory per turn: a deterministic id
 the session and the turn's index, so a turn indexed twice is stored once), the agent as author, the role as
 type, tags "session:<id>" and "client:<c>", the turn's time as created, and the working folder plus the
 neighbouring turns' text as the keyword-only context. `[memory] private_collections` keeps each agent's turns
-its own (permissions.py). The curated `memories` collection is what briefings and recall draw on: never turns.
+its own (permissions.py). The curated `memories` collection is what briefings and recall draw on: never turns,
+and never a memory that no longer holds (superseded by a later one, or expired; lifecycle.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import itertools
 import logging
 import re
 import threading
+import time
 from pathlib import PurePath
 
 from persmem_core import UserError
@@ -217,6 +219,15 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
              "project": hit.memory.project} for hit in list(found.values())[:top_k]]
 
 
+def _current_hits(memories: MemoryService, text: str, *, top_k: int, filters: Filters,
+                  recency_weight: float = 0.0) -> list[Hit]:
+    """Hits of the curated memories that still hold: a memory a later one superseded, or past its valid_until,
+    is history, never handed to a session as what is true (memory_search still finds them, when asked)."""
+    return memories.collection(MEMORIES, create=False).search(text, top_k=top_k, filters=filters,
+                                                              recency_weight=recency_weight,
+                                                              include_superseded=False, include_expired=False)
+
+
 def by_line(agent: str, memory: Memory) -> str:
     """"(by wren) " before another agent's memory handed to `agent`'s session: the session must see whose words
     those are (a note anyone may store is no instruction of the user's); the agent's own memories go unmarked."""
@@ -230,7 +241,7 @@ def _relevant(memories: MemoryService, agent: str, text: str, filters: Filters, 
     filters = own_filters(memories.config, MEMORIES, agent, filters)
     if filters is None:
         return []
-    hits = memories.search_hits(MEMORIES, text[:SEARCHED_CHARS], top_k=pool, filters=filters)
+    hits = _current_hits(memories, text[:SEARCHED_CHARS], top_k=pool, filters=filters)
     hits = [hit for hit in hits if hit.dense is not None and hit.dense >= floor
             and hit.memory.type not in BOOTSTRAP_TYPES]
     return sorted(hits, key=lambda hit: hit.dense, reverse=True)
@@ -252,14 +263,20 @@ def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget
         return []
     config = memories.config
     col = memories.collection(MEMORIES)
-    pinned = sorted(col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(agent, m)),
+    now = time.time()
+
+    def holds(m) -> bool:  # neither superseded nor expired (`recent` calls it under the collection's lock)
+        return col.is_current(m, now)
+
+    pinned = sorted(col.recent(types=BOOTSTRAP_TYPES, limit=50,
+                               predicate=lambda m: pinned_for(agent, m) and holds(m)),
                     key=lambda m: (m.type != "identity", m.type, m.created))  # who the agent is, first
     sections = []
     if pinned:
         sections.append(_section(agent, "Your identity and directives", pinned,
                                  int(budget_chars * PINNED_SHARE), 0))
     handoffs = col.recent(types={"handoff"}, project=project, limit=1,
-                          predicate=lambda m: visible_to(config, MEMORIES, agent, m)) if project else []
+                          predicate=lambda m: visible_to(config, MEMORIES, agent, m) and holds(m)) if project else []
     if handoffs:
         sections.append(_section(agent, f"Latest handoff in project {project}", handoffs,
                                  int(budget_chars * HANDOFF_SHARE), 1))
@@ -283,7 +300,7 @@ def _project_memories(memories: MemoryService, agent: str, project: str, cwd: st
     if project:
         filters = own_filters(config, MEMORIES, agent, Filters(project=project))
         if filters is not None:
-            hits = memories.search_hits(MEMORIES, query, top_k=RELEVANT_MAX * 3, filters=filters, recency_weight=0.3)
+            hits = _current_hits(memories, query, top_k=RELEVANT_MAX * 3, filters=filters, recency_weight=0.3)
             found += [hit.memory for hit in hits if hit.memory.type not in BOOTSTRAP_TYPES | {"handoff"}]
     if len(found) < RELEVANT_MAX:
         others = _relevant(memories, agent, query, Filters(), RELEVANT_MAX * 3, config.recall_min_similarity)

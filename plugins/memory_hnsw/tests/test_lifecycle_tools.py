@@ -6,6 +6,7 @@ plans, writes and is idempotent. Nothing is ever deleted."""
 from __future__ import annotations
 
 import json
+import time
 
 import anyio
 import pytest
@@ -237,6 +238,42 @@ def test_odd_values_get_clear_errors_and_the_server_stays_up(shared_server):
         text = "\n".join(getattr(block, "text", "") for block in answer.content)
         assert answer.is_error and len(text) < 1500 and "Traceback" not in text, text
     assert call(shared_server, "persmem_whoami")["agent"] == "kite"
+
+
+# -- sessions: a briefing and a prompt's recall offer only what still holds ------------------------------------
+
+def ask_sessions(server, what: str, agent="kite", **body) -> dict:
+    """The sessions plugin's hook endpoint (what Claude Code's and Codex's hooks call), as `agent`."""
+    import httpx2
+
+    answer = httpx2.post(f"{server.base_url}/sessions/{what}", headers=server.headers(agent), timeout=60.0,
+                         json={"client": "claude", "session_id": f"lc-{what}-{time.time_ns()}", **body})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_briefing_and_recall_never_offer_superseded_or_expired_memories(shared_server):
+    project, cwd = "lc-recall", "/home/me/src/lc-recall"
+    old = call(shared_server, "memory_store", project=project,
+               content="The nightly backup job writes to the S3 bucket acme-backups.")["id"]
+    new = call(shared_server, "memory_store", project=project,
+               content="The nightly backup job now writes to the B2 bucket acme-archive.")
+    assert [link["id"] for link in new["supersedes"]] == [old]
+    gone = call(shared_server, "memory_store", project=project, valid_until="2020-01-01",
+                content="The nightly backup job also copies every archive to the tape drive T7.")["id"]
+    handoff = call(shared_server, "memory_store", project=project, memory_type="handoff",
+                   content="Handoff: the backup restore drill passed; next, test the B2 lifecycle rules.")["id"]
+    stale_handoff = call(shared_server, "memory_store", project=project, memory_type="handoff",
+                         valid_until="2020-01-01", content="Handoff: restore drill blocked on the tape library.")["id"]
+    found = call(shared_server, "memory_search", query="where does the nightly backup job write", project=project,
+                 include_expired=True)
+    assert {old, new["id"], gone} <= set(ids(found))  # all three are about it: the lifecycle decides, not the topic
+
+    recalled = ask_sessions(shared_server, "recall", cwd=cwd, prompt="where does the nightly backup job write to?")
+    assert new["id"] in recalled["memory_ids"] and not {old, gone} & set(recalled["memory_ids"])
+    briefing = ask_sessions(shared_server, "briefing", cwd=cwd)
+    assert handoff in briefing["memory_ids"] and new["id"] in briefing["memory_ids"]
+    assert not {old, gone, stale_handoff} & set(briefing["memory_ids"])
 
 
 # -- consolidation (its own server: only memories older than consolidate_min_age_days are consolidated) --------
