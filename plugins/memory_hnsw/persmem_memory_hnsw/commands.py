@@ -1,8 +1,9 @@
 """`persmem memory ...`: maintenance commands that work on the store directly.
 
 `stats` and `export` only read: they read the record logs without the owner lock (snapshot.py), so they work
-while a server runs and see what it has written. `import`, `import-chroma` and `reindex` write: they take the
-store's owner lock and, while a server holds it, refuse and say how to go on (stop it, or use the MCP tools).
+while a server runs and see what it has written. `import`, `import-chroma`, `reindex` and `consolidate` write:
+they take the store's owner lock and, while a server holds it, refuse and say how to go on (stop it, or use the
+MCP tools).
 Times are printed as ISO 8601 (UTC), like the tools show them.
 """
 
@@ -240,6 +241,54 @@ def _restore_links(col, fields: dict[str, dict]) -> int:
                                                  link_history=wanted["link_history"], feedback=wanted["feedback"]))
             restored += 1
     return restored
+
+
+@memory.command()
+@click.option("--dry-run", is_flag=True, help="Only list the clusters that would be consolidated; write nothing.")
+@click.option("--collection", default=None, help="Only this collection (default: every shared collection).")
+@click.option("--project", default=None, help="Only this project's memories.")
+@click.option("--json", "as_json", is_flag=True, help="Print each collection's report as one line of JSON.")
+def consolidate(dry_run: bool, collection: str | None, project: str | None, as_json: bool) -> None:
+    """Gather mature clusters of similar memories into consolidated memories (extractive; members are kept and
+    stay searchable; nothing is deleted). Every author's memories, each author's and project's clustered apart.
+    Private collections (session turns) are never consolidated."""
+    from persmem_core import UserError
+
+    from .consolidate import consolidate as run
+    from .permissions import is_private
+    from .query import did_you_mean
+
+    service = _open("consolidate", "or, without stopping it, let it consolidate when idle ([memory] "
+                                   "consolidate_every_hours), or call memory_consolidate (each agent's own memories).")
+    try:
+        names = sorted(service.collections())
+        if collection is not None and collection not in names:
+            raise click.ClickException(did_you_mean("collection", collection, names))
+        if collection is not None and is_private(service.config, collection):
+            raise click.ClickException(f"collection {collection!r} is private (session turns): it is never "
+                                       "consolidated.")
+        for name in names:
+            if collection not in (None, name) or is_private(service.config, name):
+                continue
+            try:
+                report = run(service.collection(name), service.config, project=project, dry_run=dry_run)
+            except UserError as exc:
+                raise click.ClickException(str(exc)) from None
+            if as_json:
+                click.echo(json.dumps(report.to_dict(), ensure_ascii=False))
+                continue
+            for cluster in report.clusters:
+                if cluster.action == "unchanged":
+                    continue
+                members = (f"{len(cluster.members)} members" if cluster.action == "create" else
+                           f"{len(cluster.members)} members, {len(cluster.new_members)} new")
+                click.echo(f"{'would ' if dry_run else ''}{cluster.action} {cluster.id} (project {cluster.project}, "
+                           f"by {cluster.author}, {members}): {' '.join(cluster.new_members)}")
+                for line in cluster.preview.splitlines()[1:4]:  # its first statements
+                    click.echo(f"    {line[:160]}")
+            click.echo(report.summary())
+    finally:
+        service.stop()
 
 
 @memory.command("import-chroma")

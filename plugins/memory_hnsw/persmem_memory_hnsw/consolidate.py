@@ -16,7 +16,8 @@ How (deterministic, so a second run with nothing new changes nothing):
    members stay unassigned (a later leader may take them).
 3. Content, extractive: a first line naming how many memories, the project and the dates, then one line per
    member's representative statement (its first sentence, or its start cut at a word), the most central
-   member first (highest mean similarity to the others), each text once, until `consolidate_max_chars`.
+   member first (highest mean similarity to the others), each text (and first sentence) once, until
+   `consolidate_max_chars`.
    Tags: the members' tags by frequency. Id: "con_" + the leader's id, so a re-run finds it again.
 
 Every cluster is ONE `Collection.write_consolidated` call (one log append): a kill -9 mid-run leaves whole
@@ -293,11 +294,12 @@ def consolidated_text(memories: list, vectors: np.ndarray, project: str, max_cha
     reserve = 40  # room for the closing "… and N more" line
     for i in order:
         memory = memories[i]
-        key = memory.content_hash or memory.content
-        if key in seen:
+        statement = representative_statement(memory.content)
+        keys = {memory.content_hash or memory.content, statement.casefold()}
+        if keys & seen:  # the same text, or the same first sentence: once
             continue
-        seen.add(key)
-        line = "- " + representative_statement(memory.content)
+        seen |= keys
+        line = "- " + statement
         if used + 1 + len(line) > max_chars - reserve:
             left_out += 1
             continue
