@@ -6,6 +6,11 @@ is recognised as restating an older one (supersession). Deterministic, no LLM.
   factor ([memory] tier_weights); recency weighting never ages a procedural memory.
 - A superseded memory (rows.successor_of) scores x superseded_weight, or is hidden; a consolidated memory's
   member x consolidated_member_weight; an expired one (valid_until passed) is hidden unless asked for.
+- Heirs inherit relevance: a successor (and each later one along the chain) scores at least what the memory it
+  supersedes scored before the factors, and a consolidated memory at least what its best member scored; so
+  the current statement ranks above the one it replaced even when the query's words are those of the old one
+  (restatements use other words: "we moved staging to SQLite" vs "staging uses PostgreSQL"), and is found
+  when only the old one matched. An heir the search's filters exclude inherits nothing.
 - Feedback: 1 + feedback_weight * (2 * confidence - 1), confidence over each agent's latest verdict only
   (records.confidence), so the factor stays in [1 - w, 1 + w] and one agent moves it by at most w / 3.
 - Use: 1 + retrieval_weight * min(1, log1p(count) / log1p(100)).
@@ -73,13 +78,17 @@ def retrieval_factor(count: int, weight: float) -> float:
     return 1.0 + weight * min(1.0, math.log1p(count) / math.log1p(RETRIEVALS_FOR_FULL_WEIGHT))
 
 
-def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView) -> dict[int, float]:
-    """The fused `scores` (row -> score) times each row's lifecycle factors, without the rows the options hide
-    (superseded ones unless include_superseded, expired ones unless include_expired) and dead rows."""
+def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView,
+           allowed: np.ndarray | None = None) -> dict[int, float]:
+    """The fused `scores` (row -> score), heirs raised to what they inherit, times each row's lifecycle
+    factors, without the rows the options hide (superseded ones unless include_superseded, expired ones unless
+    include_expired) and dead rows. `allowed`: the search's filter mask over rows (None: no filter); an heir
+    outside it is not added."""
     config, now = view.config, view.now
     successor_of, consolidated_into, usage = rows.successor_of, rows.consolidated_into, view.usage
     tier_weights = config.tier_weights
     recency = view.recency_weight
+    scores = _inherited(scores, rows, allowed)
     out: dict[int, float] = {}
     for row, score in scores.items():
         head = rows.at_row[row]
@@ -106,6 +115,40 @@ def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView) -> dict[in
             factor *= (1.0 - recency) + recency * math.exp(-age_days / RECENCY_DAYS)
         out[row] = score * factor
     return out
+
+
+MAX_CHAIN = 16  # links followed from a superseded memory to its latest successor (a guard: chains are short)
+
+
+def _inherited(scores: dict[int, float], rows: Rows, allowed: np.ndarray | None) -> dict[int, float]:
+    """`scores` with every heir (successors along the chain, the consolidated memory) raised to at least the
+    score of the memory it inherits from; heirs not among the candidates are added."""
+    successor_of, consolidated_into = rows.successor_of, rows.consolidated_into
+    if not successor_of and not consolidated_into:
+        return scores
+    at_row, row_of = rows.at_row, rows.row_of
+    out = dict(scores)
+    for row, score in scores.items():
+        head = at_row[row]
+        if head is None:
+            continue
+        heir, steps = successor_of.get(head.id), 0
+        while heir is not None and steps < MAX_CHAIN:
+            if not _raise(out, row_of.get(heir), score, allowed):
+                break
+            heir, steps = successor_of.get(heir), steps + 1
+        consolidated = consolidated_into.get(head.id)
+        if consolidated is not None:
+            _raise(out, row_of.get(consolidated), score, allowed)
+    return out
+
+
+def _raise(scores: dict[int, float], row: int | None, score: float, allowed: np.ndarray | None) -> bool:
+    if row is None or (allowed is not None and (row >= len(allowed) or not allowed[row])):
+        return False
+    if scores.get(row, -1.0) < score:
+        scores[row] = score
+    return True
 
 
 # -- supersession: does a new memory restate an older one? --------------------------------------------------

@@ -38,7 +38,7 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
     lexical = _lexical(rows, query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
     scores = fuse(dense, lexical, config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
     if lifecycle is not None and scores:
-        scores = adjust(scores, rows, lifecycle)
+        scores = adjust(scores, rows, lifecycle, allowed=mask)
     best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
     return [Ranked(row, float(score), dense.get(row), lexical.get(row)) for row, score in best
             if rows.at_row[row] is not None]
