@@ -1,6 +1,13 @@
-"""The memory plugin's dashboard panels: Overview (stat cards, donuts, timeline) and Memories (the same
-hybrid search as memory_search, filters, versions). Plain data and templates: no web framework here.
-In a private collection (`[memory] private_collections`) both show the logged-in agent's own entries only."""
+"""The memory plugin's dashboard panels: Overview (stat cards, donuts, timeline), Memories (the same hybrid
+search as memory_search, filters, versions, each memory's lifecycle: its badges and its supersession chain) and
+Lifecycle (consolidated memories and their members, what a consolidation would gather now, memories due for
+review or expired, the latest supersession links). Plain data and templates: no web framework here.
+In a private collection (`[memory] private_collections`) every panel shows the logged-in agent's own entries
+only, and Lifecycle previews no consolidation there (the store never consolidates session turns).
+
+Every list is bounded (newest 50 and the like) and reads from the log only the memories it shows, so a panel
+answers in milliseconds at 10k memories; the consolidation preview, a clustering pass over the collection, runs
+only when asked for (its button)."""
 
 from __future__ import annotations
 
@@ -9,10 +16,17 @@ from collections import Counter
 from datetime import UTC, datetime
 from importlib import resources
 
-from .permissions import is_private, own_filters
+from persmem_core import UserError
+
+from .permissions import is_private, own_filters, visible_to
 from .query import Filters, parse_filters
-from .records import public, public_version, summarize
+from .records import iso, public, public_version, summarize
 from .service import service
+
+LIST_LIMIT = 50  # rows of each Lifecycle list, results of a Memories listing
+MEMBERS_SHOWN = 12  # members listed under one consolidated memory or one previewed cluster
+CHAIN_SHOWN = 20  # steps of a supersession chain shown (the newest ones)
+SNIPPET_CHARS = 160
 
 
 def _template(name: str) -> str:
@@ -61,33 +75,207 @@ def _stats(view, col) -> tuple[dict, list]:
     return col.stats(), heads
 
 
+def _visible_heads(view, col) -> list:
+    """The heads of the live memories the logged-in agent may see."""
+    if is_private(col.config, col.name):
+        return col.matching(Filters(author=view.agent))
+    with col.lock.gen_rlock():
+        return list(col.memories.values())
+
+
+def _expired(head, now: float) -> bool:
+    return bool(head.valid_until) and head.valid_until <= now
+
+
+# -- Memories ------------------------------------------------------------------------------------------------
+
 def browse(view) -> dict:
     memories, names, name = _collection(view)
-    empty = {"projects": [], "types": [], "authors": [], "results": [], "caption": "No memories yet."}
+    empty = {"projects": [], "types": [], "authors": [], "results": [], "caption": "No memories yet.",
+             "collection": name}
     if name not in memories.collections():
         return empty
     col = memories.collection(name)
     stats, _ = _stats(view, col)
-    facets = {"projects": sorted(stats["projects"]), "types": sorted(stats["types"]), "authors": sorted(stats["authors"])}
+    facets = {"projects": sorted(stats["projects"]), "types": sorted(stats["types"]),
+              "authors": sorted(stats["authors"]), "collection": name}
     filters = parse_filters(project=view.param("project"), memory_type=view.param("type"), tags=view.param("tag"),
                             author=view.param("author"), since=view.param("since"), until=view.param("until"))
     filters = own_filters(col.config, name, view.agent, filters)
     if filters is None:  # another agent's entries of a private collection
         return {**facets, "results": [], "caption": "No memories: this collection shows only your own."}
-    query = view.param("q")
-    if query:  # the same hybrid search as memory_search
-        found = memories.search(name, query[:2000], top_k=20, filters=filters)
+    now = time.time()
+    include_expired = view.param("expired") == "1"  # as memory_search: expired memories hidden unless asked
+    query, wanted = view.param("q"), view.param("id")
+    if wanted:  # one memory, as a badge's link names it
+        head = col.memories.get(wanted)
+        shown = head is not None and visible_to(col.config, name, view.agent, head)
+        found = [public(m) for m in col.get_many([wanted])] if shown else []
+        caption = f"memory {wanted[:130]}" if found else f"No memory {wanted[:130]!r} in this collection."
+    elif query:  # the same hybrid search as memory_search
+        found = []
+        for hit in col.search(query[:2000], top_k=20, filters=filters, include_expired=include_expired):
+            item = public(hit.memory)
+            item["score"] = round(hit.score, 4)
+            found.append(item)
         caption = f"{len(found)} best matches for “{query[:200]}”"
     else:
-        rows = col.matching(filters)
+        rows = [m for m in col.matching(filters) if include_expired or not _expired(m, now)]
         rows.sort(key=lambda m: m.updated, reverse=True)
-        found = [public(m) for m in col.get_many([m.id for m in rows[:50]])]
-        caption = f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}" + (", newest 50 shown" if len(rows) > 50 else "")
+        found = [public(m) for m in col.get_many([m.id for m in rows[:LIST_LIMIT]])]
+        caption = (f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}"
+                   + (f", newest {LIST_LIMIT} shown" if len(rows) > LIST_LIMIT else ""))
+    loaded = {m.id: m for m in col.get_many([item["id"] for item in found])}
     for item in found:
-        item["history"] = [public_version(v) for v in col.get(item["id"]).history] if item.get("version", 1) > 1 else []
+        memory = loaded.get(item["id"])
+        item["history"] = [public_version(v) for v in memory.history] if memory and memory.version > 1 else []
+        item["lifecycle"] = _lifecycle(col, item["id"])
+        item["links"] = [_link_change(change) for change in reversed(memory.link_history)] if memory else []
+        item["chain"] = _chain(view, col, item["lifecycle"]["chain"]) if item["lifecycle"] else []
     return {**facets, "results": found, "caption": caption}
+
+
+def _lifecycle(col, memory_id: str) -> dict | None:
+    """The memory's lifecycle marks (Collection.lifecycle_of), with its dates as text; None if it is gone."""
+    try:
+        marks = dict(col.lifecycle_of(memory_id))
+    except UserError:  # deleted since it was listed: shown without marks
+        return None
+    for key in ("valid_until", "review_after"):
+        marks[key + "_text"] = _date(marks.get(key))
+    marks["rated"] = sum((marks.get("feedback") or {}).values())
+    return marks
+
+
+def _chain(view, col, chain_ids: list[str]) -> list[dict]:
+    """A supersession chain, oldest first, each step with the start of its text and how it replaced the step
+    before it (from the newer memory's link_history: explicit, detected with its similarity and shared terms)."""
+    ids = list(chain_ids)[-CHAIN_SHOWN:]
+    heads = col.memories
+    ids = [i for i in ids if i in heads and visible_to(col.config, col.name, view.agent, heads[i])]
+    by_id = {m.id: m for m in col.get_many(ids)}
+    steps, previous = [], None
+    for memory_id in ids:
+        memory = by_id.get(memory_id)
+        if memory is None:
+            continue
+        link = None
+        if previous is not None:  # the latest "linked" change naming the step before, else any naming the chain
+            changes = [c for c in memory.link_history if c.action == "linked" and c.target == previous]
+            changes = changes or [c for c in memory.link_history if c.action == "linked" and c.target in ids]
+            link = _link_change(changes[-1]) if changes else {"action": "linked", "how": "", "detail": "",
+                                                                  "by": "", "at": "", "target": previous}
+        steps.append({"id": memory_id, "snippet": _snippet(memory.content), "author": memory.author,
+                      "created": iso(memory.created), "link": link})
+        previous = memory_id
+    return steps
+
+
+def _link_change(change) -> dict:
+    return {"action": change.action, "target": change.target, "by": change.by, "at": iso(change.at),
+            "how": change.how, "detail": change.detail}
+
+
+# -- Lifecycle -----------------------------------------------------------------------------------------------
+
+def lifecycle(view) -> dict:
+    memories, names, name = _collection(view)
+    data = {"collections": names, "collection": name, "private": False, "consolidated": [], "consolidated_count": 0,
+            "due": [], "due_count": 0, "expired": [], "expired_count": 0, "links": [], "preview": None}
+    if name not in memories.collections():
+        return data
+    col = memories.collection(name)
+    private = is_private(col.config, name)
+    now = time.time()
+    heads = _visible_heads(view, col)
+    visible = {h.id for h in heads} if private else None  # None: everything in the collection
+
+    consolidated = sorted((h for h in heads if h.consolidates), key=lambda h: h.updated, reverse=True)
+    data["consolidated_count"] = len(consolidated)
+    data["consolidated"] = _with_members(col, consolidated[:LIST_LIMIT], visible)
+
+    due, expired = col.due(now)
+    if private:
+        due, expired = [h for h in due if h.id in visible], [h for h in expired if h.id in visible]
+    due = sorted(due, key=lambda h: h.review_after)  # the longest overdue first
+    expired = sorted(expired, key=lambda h: h.valid_until, reverse=True)  # the latest to expire first
+    data["due_count"], data["expired_count"] = len(due), len(expired)
+    data["due"] = _listed(col, due[:LIST_LIMIT], "review_after")
+    data["expired"] = _listed(col, expired[:LIST_LIMIT], "valid_until")
+
+    data["links"] = _recent_links(col, heads, visible)
+    data["private"] = private
+    if view.param("preview") == "1":
+        data["preview"] = {"available": False, "note": "Consolidation is not previewed in a private collection: "
+                                                        "session turns are never consolidated."} if private \
+            else _preview(col)
+    return data
+
+
+def _with_members(col, heads: list, visible: set | None) -> list[dict]:
+    """Consolidated memories, each with the start of its text and of its first members'."""
+    member_ids = [m for h in heads for m in h.consolidates[:MEMBERS_SHOWN]]
+    texts = _snippets(col, [h.id for h in heads] + member_ids, visible)
+    return [{"id": h.id, "project": h.project, "author": h.author, "updated": iso(h.updated),
+             "snippet": texts.get(h.id, ""), "count": len(h.consolidates),
+             "members": [{"id": m, "snippet": texts.get(m)} for m in h.consolidates[:MEMBERS_SHOWN]]}
+            for h in heads]
+
+
+def _listed(col, heads: list, when: str) -> list[dict]:
+    texts = _snippets(col, [h.id for h in heads], None)
+    return [{"id": h.id, "project": h.project, "type": h.type, "author": h.author, "snippet": texts.get(h.id, ""),
+             "when": _date(getattr(h, when))} for h in heads]
+
+
+def _recent_links(col, heads: list, visible: set | None) -> list[dict]:
+    """The latest supersession links and unlinks, with how and why. Links are made when the newer memory is
+    stored, so the newest memories that hold links hold the latest ones; only those are read from the log."""
+    holders = sorted((h for h in heads if h.supersedes), key=lambda h: h.created, reverse=True)[:LIST_LIMIT]
+    newer = {m.id: m for m in col.get_many([h.id for h in holders])}
+    changes = [(m, c) for m in newer.values() for c in m.link_history]
+    changes.sort(key=lambda mc: mc[1].at, reverse=True)
+    changes = changes[:LIST_LIMIT]
+    texts = _snippets(col, [c.target for _, c in changes], visible)
+    return [{**_link_change(c), "id": m.id, "snippet": _snippet(m.content), "target_snippet": texts.get(c.target),
+             "current": c.target in m.supersedes} for m, c in changes]
+
+
+def _preview(col) -> dict:
+    """What a consolidation of every author's memories would gather now (helper B's consolidate, dry run:
+    nothing is written). Imported here so the other panels work without it."""
+    try:
+        from . import consolidate
+    except ImportError:
+        return {"available": False, "note": "Consolidation is not available in this version of the memory plugin."}
+    report = consolidate.consolidate(col, col.config, author=None, dry_run=True, now=time.time())
+    clusters = [c for c in report.clusters if c.action != "unchanged"]
+    shown = clusters[:LIST_LIMIT]
+    texts = _snippets(col, [m for c in shown for m in c.members[:MEMBERS_SHOWN]], None)
+    return {"available": True, "count": len(clusters), "unchanged": len(report.clusters) - len(clusters),
+            "seconds": round(report.seconds, 2),
+            "clusters": [{"id": c.id, "project": c.project, "author": c.author, "action": c.action,
+                          "preview": c.preview, "size": len(c.members),
+                          "members": [{"id": m, "snippet": texts.get(m)} for m in c.members[:MEMBERS_SHOWN]]}
+                         for c in shown]}
+
+
+def _snippets(col, ids: list[str], visible: set | None) -> dict[str, str]:
+    """The start of each live memory's text (those the viewer may see), read from the log in one pass."""
+    wanted = list(dict.fromkeys(i for i in ids if visible is None or i in visible))
+    return {m.id: _snippet(m.content) for m in col.get_many(wanted)}
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS - 1] + "…"
+
+
+def _date(ts) -> str:
+    return iso(ts)[:16].replace("T", " ") + " UTC" if ts else ""
 
 
 def register(register):
     register("overview", title="Overview", template=_template("overview.html"), context=overview, order=10)
     register("memories", title="Memories", template=_template("memories.html"), context=browse, order=20)
+    register("lifecycle", title="Lifecycle", template=_template("lifecycle.html"), context=lifecycle, order=30)
