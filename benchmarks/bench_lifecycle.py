@@ -330,9 +330,66 @@ def print_server(rows: list[tuple[str, dict]], plan: dict) -> None:
           f"{json.dumps(BASELINE)} (the ranking before the lifecycle); `lifecycle`: the defaults.")
 
 
+# -- part 3: consolidation time ----------------------------------------------------------------------------------
+
+def consolidation(sizes: list[int]) -> list[dict]:
+    """Seconds for consolidation passes over `sizes` memories (unrelated memories from the templates: recurring
+    shapes, so there are clusters), stored in-process a month ago: a dry run, the first run (writes), a second
+    run (nothing new: writes nothing)."""
+    import os
+
+    from persmem_core.host import Host
+    from persmem_memory_hnsw.collection import NewMemory
+    from persmem_memory_hnsw.service import open_service
+
+    try:
+        from persmem_memory_hnsw.consolidate import consolidate
+    except ImportError:
+        print("(consolidate.py is not there yet: no consolidation timing)")
+        return []
+    data, out = load(), []
+    for n in sizes:
+        home = Path(tempfile.mkdtemp(prefix="persmem-consolidate-"))
+        service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
+        try:
+            col = service.collection("memories")
+            texts = unrelated_memories(data, n, seed=SEED + n)
+            created = time.time() - 30 * 86400.0
+            start = time.perf_counter()
+            for i in range(0, n, 1000):
+                col.store([NewMemory(content=t["content"], project=t["project"], type="session_note", tags=[],
+                                     created=created + i + j) for j, t in enumerate(texts[i:i + 1000])],
+                          author="bench", dedup=False)
+            row = {"memories": n, "load_s": time.perf_counter() - start}
+            for label, dry in (("dry_run", True), ("first", False), ("second", False)):
+                t = time.perf_counter()
+                report = consolidate(col, service.config, dry_run=dry)
+                row[label] = time.perf_counter() - t
+                row[label + "_report"] = (report.created, report.grown, report.candidates)
+            out.append(row)
+        finally:
+            service.stop()
+    return out
+
+
+def print_consolidation(rows: list[dict]) -> None:
+    if not rows:
+        return
+    print("\n## Lifecycle: consolidation time (in-process, all authors and projects of one collection)\n")
+    print("| memories | dry run s | first run s (created, candidates) | second run s (created, grown) | "
+          "store load s |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        created, _, candidates = r["first_report"]
+        again_created, again_grown, _ = r["second_report"]
+        print(f"| {r['memories']:,} | {r['dry_run']:.2f} | {r['first']:.2f} ({created}, {candidates:,}) | "
+              f"{r['second']:.2f} ({again_created}, {again_grown}) | {r['load_s']:.0f} |")
+
+
 # -- main ---------------------------------------------------------------------------------------------------------
 
-def main(quick: bool = False, parts: tuple[str, ...] = ("thresholds", "server")) -> dict:
+def main(quick: bool = False, parts: tuple[str, ...] = ("thresholds", "server", "consolidation"),
+         consolidation_sizes: list[int] | None = None) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     plan = store_plan(load(), quick)
     out: dict = {}
@@ -345,6 +402,9 @@ def main(quick: bool = False, parts: tuple[str, ...] = ("thresholds", "server"))
             rows.append((label, summarize(run_server(plan, config), len(plan["facts"]))))
         out["server"] = rows
         print_server(rows, plan)
+    if "consolidation" in parts:
+        out["consolidation"] = consolidation(consolidation_sizes or ([200] if quick else [10_000, 100_000]))
+        print_consolidation(out["consolidation"])
     return out
 
 
@@ -353,5 +413,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="24 facts, 170 unrelated memories: checks it still runs")
     parser.add_argument("--part", action="append", choices=["thresholds", "server", "consolidation"],
                         help="run only these parts (default: all)")
+    parser.add_argument("--consolidation-sizes", type=lambda s: [int(x) for x in s.split(",")],
+                        help="memories per consolidation timing (default 10000,100000; --quick: 200)")
     args = parser.parse_args()
-    main(args.quick, tuple(args.part or ("thresholds", "server", "consolidation")))
+    main(args.quick, tuple(args.part or ("thresholds", "server", "consolidation")), args.consolidation_sizes)
