@@ -14,6 +14,7 @@ from persmem_core import CallContext, UserError
 
 from .collection import NewMemory
 from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
+from .lifecycle import expired
 from .permissions import (BOOTSTRAP_TYPES, check_bootstrap_owner, check_visible, editors_in, is_private, own_filters,
                           pinned_for, visible_to)
 from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags, parse_when, shown
@@ -83,11 +84,16 @@ def memory_store(
                                           and memory_type not in BOOTSTRAP_TYPES))
     col = _service(call).collection(collection)
     result = col.store([item], author=call.agent, dedup=dedup, editors=editors_in(config, collection))[0]
-    return _explain_links(result)
+    return _explain_links(result, item.supersedes)
 
 
-def _explain_links(result: dict) -> dict:
-    """A store result that made a link says how to undo it (a detected link is the server's guess)."""
+def _explain_links(result: dict, asked: list[str]) -> dict:
+    """A store result that made a link says how to undo it (a detected link is the server's guess); one that
+    stored nothing (a duplicate) says the links `asked` for were not made."""
+    if result["status"] == "duplicate" and asked:
+        result["note"] = (f"Nothing was stored (a duplicate of {result['id']}), so no supersedes link was made; "
+                          "call memory_store again with dedup=false to store it and make the links.")
+        return result
     links = result.get("supersedes")
     if links:
         detected = [link["id"] for link in links if link.get("how") == "detected"]
@@ -532,6 +538,7 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     Pinned are only the identity and directive entries you wrote (bootstrap_update); never another agent's.
     `agent` may be left empty: you are the calling agent (a different name is refused).
     A long handoff (or pinned entry) shows its start, marked truncated with full_chars; memory_get gives the whole.
+    A handoff past its valid_until is left out.
     A project nobody has used yet gets a `hint` naming the closest existing ones."""
     if agent and agent != call.agent:
         raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {shown(agent)}'s "
@@ -540,8 +547,10 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     config = call.host.section("memory")
     col = _service(call).collection("memories")
     pinned = col.recent(types=BOOTSTRAP_TYPES, limit=50, predicate=lambda m: pinned_for(me, m))
+    now = time.time()
+    # The last handoffs, superseded ones included (each is the state of its day), but never an expired one.
     handoffs = col.recent(types={"handoff"}, project=project, limit=3,
-                          predicate=lambda m: visible_to(config, "memories", me, m))
+                          predicate=lambda m: visible_to(config, "memories", me, m) and not expired(m.valid_until, now))
     inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
     pinned = sorted(pinned, key=lambda m: (m.type, m.created))
     # Pinned entries are the agent's own voice: whole when they fit in half the reply budget together.

@@ -94,6 +94,30 @@ def test_the_older_side_can_be_unlinked_and_a_restatement_by_another_agent_is_no
         call(shared_server, "memory_unlink", memory_id=old)  # nothing left to undo: said, naming it
 
 
+def test_over_stdio_a_restatement_is_linked_and_unlinked_the_same_way(persmem_stdio):
+    async def session():
+        async with persmem_stdio(agent="kite") as client:
+            async def use(tool, **args):
+                result = await client.call_tool(tool, args)
+                assert not result.is_error, result.content
+                return json.loads(result.content[0].text)
+
+            old = (await use("memory_store", content=OLD_FACT, project="lc-stdio"))["id"]
+            new = await use("memory_store", content=NEW_FACT, project="lc-stdio")
+            found = await use("memory_search", query="staging database", project="lc-stdio")
+            undone = await use("memory_unlink", memory_id=old)
+            handoffs = [await use("memory_store", project="lc-stdio", memory_type="handoff", content=text, **extra)
+                        for text, extra in (("Handoff: the SQLite move is done.", {}),
+                                            ("Handoff: a stale note.", {"valid_until": "2020-01-01"}))]
+            boot = await use("chorus_init", project="lc-stdio")
+            return old, new, found, undone, handoffs, boot
+
+    old, new, found, undone, handoffs, boot = anyio.run(session)
+    assert new["supersedes"][0]["id"] == old and by_id(found)[old]["superseded_by"] == new["id"]
+    assert undone["unlinked"] == [old]
+    assert [h["id"] for h in boot["handoffs"]] == [handoffs[0]["id"]]  # the expired one is left out
+
+
 def test_explicit_supersedes_links_and_bad_targets_are_refused_naming_them(shared_server):
     project = "lc-explicit"
     first = call(shared_server, "memory_store", content="Lunch orders go to the kitchen by 11:00.",
@@ -107,6 +131,9 @@ def test_explicit_supersedes_links_and_bad_targets_are_refused_naming_them(share
                   project=project, supersedes=[both["id"]])
     assert [link["id"] for link in listed["supersedes"]] == [both["id"]]
     assert call(shared_server, "memory_get", memory_id=first)["chain"] == [first, both["id"], listed["id"]]
+    again = call(shared_server, "memory_store", content="Office logistics moved again, to the handbook.",
+                 project=project, supersedes=first)
+    assert again["status"] == "duplicate" and "no supersedes link was made" in again["note"]
 
     elsewhere = call(shared_server, "memory_store", content="A memory in another collection.", project=project,
                      collection="lc-scratch")["id"]
