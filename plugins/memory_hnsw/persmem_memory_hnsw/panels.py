@@ -110,29 +110,34 @@ def browse(view) -> dict:
     if wanted:  # one memory, as a badge's link names it
         head = col.memories.get(wanted)
         shown = head is not None and visible_to(col.config, name, view.agent, head)
-        found = [public(m) for m in col.get_many([wanted])] if shown else []
+        found = [(m, None) for m in col.get_many([wanted])] if shown else []
         caption = f"memory {wanted[:130]}" if found else f"No memory {wanted[:130]!r} in this collection."
-    elif query:  # the same hybrid search as memory_search
-        found = []
-        for hit in col.search(query[:2000], top_k=20, filters=filters, include_expired=include_expired):
-            item = public(hit.memory)
-            item["score"] = round(hit.score, 4)
-            found.append(item)
+    elif query:  # the same hybrid search as memory_search (without counting retrievals: a person browsing)
+        found = [(hit.memory, hit.score) for hit in col.search(query[:2000], top_k=20, filters=filters,
+                                                                include_expired=include_expired)]
         caption = f"{len(found)} best matches for “{query[:200]}”"
     else:
         rows = [m for m in col.matching(filters) if include_expired or not _expired(m, now)]
         rows.sort(key=lambda m: m.updated, reverse=True)
-        found = [public(m) for m in col.get_many([m.id for m in rows[:LIST_LIMIT]])]
+        found = [(m, None) for m in col.get_many([m.id for m in rows[:LIST_LIMIT]])]
         caption = (f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}"
                    + (f", newest {LIST_LIMIT} shown" if len(rows) > LIST_LIMIT else ""))
-    loaded = {m.id: m for m in col.get_many([item["id"] for item in found])}
-    for item in found:
-        memory = loaded.get(item["id"])
-        item["history"] = [public_version(v) for v in memory.history] if memory and memory.version > 1 else []
-        item["lifecycle"] = _lifecycle(col, item["id"])
-        item["links"] = [_link_change(change) for change in reversed(memory.link_history)] if memory else []
-        item["chain"] = _chain(view, col, item["lifecycle"]["chain"]) if item["lifecycle"] else []
-    return {**facets, "results": found, "caption": caption}
+    return {**facets, "results": [_shown(view, col, memory, score) for memory, score in found], "caption": caption}
+
+
+def _shown(view, col, memory, score: float | None) -> dict:
+    """A memory as the Memories panel shows it: whole, with its versions, lifecycle marks, supersession chain
+    and link history."""
+    item = public(memory)
+    if score is not None:
+        item["score"] = round(score, 4)
+    item["history"] = [public_version(v) for v in memory.history] if memory.version > 1 else []
+    item["lifecycle"] = marks = _lifecycle(col, memory.id)
+    chain = marks["chain"] if marks else []
+    item["chain"] = _chain(view, col, chain[-CHAIN_SHOWN:])
+    item["chain_hidden"] = max(0, len(chain) - CHAIN_SHOWN)  # older steps of a very long chain, not shown
+    item["links"] = [_link_change(change) for change in reversed(memory.link_history)]
+    return item
 
 
 def _lifecycle(col, memory_id: str) -> dict | None:
@@ -150,9 +155,8 @@ def _lifecycle(col, memory_id: str) -> dict | None:
 def _chain(view, col, chain_ids: list[str]) -> list[dict]:
     """A supersession chain, oldest first, each step with the start of its text and how it replaced the step
     before it (from the newer memory's link_history: explicit, detected with its similarity and shared terms)."""
-    ids = list(chain_ids)[-CHAIN_SHOWN:]
     heads = col.memories
-    ids = [i for i in ids if i in heads and visible_to(col.config, col.name, view.agent, heads[i])]
+    ids = [i for i in chain_ids if i in heads and visible_to(col.config, col.name, view.agent, heads[i])]
     by_id = {m.id: m for m in col.get_many(ids)}
     steps, previous = [], None
     for memory_id in ids:

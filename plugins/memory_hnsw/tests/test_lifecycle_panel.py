@@ -81,6 +81,9 @@ def test_a_restated_fact_shows_its_chain_with_how_and_why(lc_page, lc_server):
                                            "project": "atlas", "memory_type": "fact", "tags": "staging",
                                            "supersedes": old["id"]}, "kite")
     assert [link["id"] for link in new["supersedes"]] == [old["id"]]
+    call(lc_server, "memory_validate", {"memory_id": new["id"], "helpful": True, "note": "confirmed"}, "wren")
+    found = call(lc_server, "memory_search", {"query": "staging database", "project": "atlas"}, "wren")
+    assert new["id"] in [r["id"] for r in found["results"]]
     base = login(lc_page, lc_server)
     lc_page.goto(base + "/memories?q=what+database+does+staging+run+on")
     current, older = (lc_page.locator(f'details.memory[data-id="{i}"]') for i in (new["id"], old["id"]))
@@ -90,6 +93,9 @@ def test_a_restated_fact_shows_its_chain_with_how_and_why(lc_page, lc_server):
     assert ids.index(new["id"]) < ids.index(old["id"])  # the current statement ranks above the one it replaced
     expect(older.locator(".lc-superseded")).to_have_text(f"superseded by {new['id']}")
     expect(current.locator(".lc-supersedes")).to_have_text(f"supersedes {old['id']}")
+    expect(current.locator(".lc-confidence")).to_have_text("confidence 0.67 (1 helpful, 0 not)")
+    expect(current.locator(".lc-retrievals")).to_have_text("retrieved 1×")  # memory_search counted; this page not
+    expect(older.locator(".lc-confidence")).to_have_count(0)
 
     older.locator("summary").first.click()
     steps = older.locator("li.chain-step")
