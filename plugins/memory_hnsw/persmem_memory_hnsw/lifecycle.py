@@ -86,8 +86,13 @@ def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView,
     outside it is not added."""
     config, now = view.config, view.now
     successor_of, consolidated_into, usage = rows.successor_of, rows.consolidated_into, view.usage
-    tier_weights = config.tier_weights
+    weight_of = config.tier_weights.get
+    episodic = view.private
     recency = view.recency_weight
+    superseded_weight, member_weight = config.superseded_weight, config.consolidated_member_weight
+    feedback_weight, retrieval_weight = config.feedback_weight, config.retrieval_weight
+    per_log_retrieval = retrieval_weight / math.log1p(RETRIEVALS_FOR_FULL_WEIGHT)
+    log1p, exp = math.log1p, math.exp
     scores = _inherited(scores, rows, allowed)
     out: dict[int, float] = {}
     for row, score in scores.items():
@@ -100,19 +105,19 @@ def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView,
         if head.id in successor_of:
             if not view.include_superseded:
                 continue
-            factor *= config.superseded_weight
+            factor = superseded_weight
         if head.id in consolidated_into:
-            factor *= config.consolidated_member_weight
+            factor *= member_weight
         if head.confidence != 0.5:
-            factor *= feedback_factor(head.confidence, config.feedback_weight)
+            factor *= 1.0 + feedback_weight * (2.0 * head.confidence - 1.0)  # feedback_factor, inlined
         used = usage.get(head.id)
         if used is not None:
-            factor *= retrieval_factor(used[0], config.retrieval_weight)
-        kind = tier(head.type, view.private)
-        factor *= tier_weights.get(kind, 1.0)
+            factor *= 1.0 + min(retrieval_weight, per_log_retrieval * log1p(used[0]))  # retrieval_factor
+        kind = "episodic" if episodic else ("procedural" if head.type in PROCEDURAL_TYPES else "semantic")  # tier()
+        factor *= weight_of(kind, 1.0)
         if recency > 0 and kind != "procedural":  # who one is and how one works does not age
             age_days = max(0.0, (now - head.created) / 86400.0)
-            factor *= (1.0 - recency) + recency * math.exp(-age_days / RECENCY_DAYS)
+            factor *= (1.0 - recency) + recency * exp(-age_days / RECENCY_DAYS)
         out[row] = score * factor
     return out
 

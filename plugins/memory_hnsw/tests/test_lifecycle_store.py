@@ -155,6 +155,18 @@ def test_superseded_ranks_below_its_successor_and_can_be_hidden(tmp_path, embedd
     assert old not in {h.memory.id for h in col.search(query, top_k=10, filters=Filters(), include_superseded=False)}
     assert col.get(old).content.startswith("The staging server"), "still readable"
     assert col.lifecycle_of(old)["superseded_by"] == new
+    # A successor the search's filters exclude inherits nothing (and is not shown).
+    moved = store(col, "The staging server is decommissioned; see the new cluster.", project="q",
+                  supersedes=[new])["id"]
+    narrowed = col.search(query, top_k=5, filters=Filters(project="p"))
+    assert moved not in {h.memory.id for h in narrowed} and rank_of(narrowed, new) is not None
+    assert rank_of(col.search(query, top_k=5, filters=Filters()), moved) == 0, "the chain's latest wins"
+    # A consolidated memory ranks above the members it gathers.
+    lunch = [h.memory.id for h in col.search("lunch on Fridays", top_k=1, filters=Filters())]
+    col.write_consolidated(NewMemory(content="Team routines.", project="p", type="consolidated", tags=[],
+                                     memory_id="con_" + lunch[0], consolidates=lunch), author="kite")
+    ranked = col.search("lunch on Fridays", top_k=3, filters=Filters())
+    assert rank_of(ranked, "con_" + lunch[0]) < rank_of(ranked, lunch[0])
     col.close()
 
 
