@@ -474,7 +474,7 @@ class Collection:
             return {
                 "superseded_by": self.rows.successor_of.get(memory_id),
                 "supersedes": list(head.supersedes),
-                "chain": self._chain(memory_id),
+                "chain": self.rows.chain(memory_id),
                 "consolidated_into": self.rows.consolidated_into.get(memory_id),
                 "consolidates": list(head.consolidates),
                 "links_gone": [t for t in linked if t not in self.memories],  # linked, deleted since
@@ -488,27 +488,6 @@ class Collection:
                 "expired": expired(head.valid_until, now),
                 "review_due": review_due(head.review_after, now),
             }
-
-    def _chain(self, memory_id: str) -> list[str]:
-        """The supersession chain through `memory_id`, oldest first ([] when it is in none): back through the
-        memories each one is the current successor of, forward through the successors."""
-        successor_of, seen = self.rows.successor_of, {memory_id}
-        newer, at = [], memory_id
-        while at in successor_of and successor_of[at] not in seen:
-            at = successor_of[at]
-            seen.add(at)
-            newer.append(at)
-        older, at = [], memory_id
-        while True:
-            head = self.memories.get(at)
-            back = [t for t in (head.supersedes if head else ()) if successor_of.get(t) == at and t not in seen]
-            if not back:
-                break
-            at = back[0]
-            seen.add(at)
-            older.append(at)
-        chain = [*reversed(older), memory_id, *newer]
-        return chain if len(chain) > 1 else []
 
     def due(self, now: float) -> tuple[list[Head], list[Head]]:
         """(due for review, expired): live memories whose review_after, or valid_until, has passed; soonest

@@ -157,6 +157,27 @@ class Rows:
             return
         latest[target] = max(found, key=lambda linker: (self.heads[linker].created, linker))
 
+    def chain(self, memory_id: str) -> list[str]:
+        """The supersession chain through `memory_id`, oldest first ([] when it is in none): back through the
+        memories each one is the current successor of, forward through the successors."""
+        successor_of, seen = self.successor_of, {memory_id}
+        newer, at = [], memory_id
+        while at in successor_of and successor_of[at] not in seen:
+            at = successor_of[at]
+            seen.add(at)
+            newer.append(at)
+        older, at = [], memory_id
+        while True:
+            head = self.heads.get(at)
+            back = [t for t in (head.supersedes if head else ()) if successor_of.get(t) == at and t not in seen]
+            if not back:
+                break
+            at = back[0]
+            seen.add(at)
+            older.append(at)
+        chain = [*reversed(older), memory_id, *newer]
+        return chain if len(chain) > 1 else []
+
     def is_current(self, head: Head, now: float) -> bool:
         """Neither superseded nor expired: what briefings and recall may offer."""
         return head.id not in self.successor_of and not (head.valid_until and head.valid_until <= now)
