@@ -147,6 +147,7 @@ def consolidate(col, config, *, author: str | None = None, project: str | None =
             if con_id not in {c.id for c in report.clusters}:
                 report.clusters.append(Cluster(id=con_id, project=group.project, author=group.author,
                                                members=members, action="unchanged", preview=""))
+    report.clusters.sort(key=lambda c: c.action == "unchanged")  # what this run changes first (stable)
     _fill_unchanged_previews(col, report)
     report.seconds = time.monotonic() - started
     return report

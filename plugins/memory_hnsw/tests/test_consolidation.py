@@ -176,7 +176,7 @@ def test_kill_9_during_consolidation_leaves_whole_clusters_and_every_memory(tmp_
 
     base = tmp_path / "base"
     col = open_collection(base, embedder)
-    texts = synthetic_memories(240, seed=11)
+    texts = synthetic_memories(150, seed=11)
     col.store([NewMemory(content=text, project="p", type="note", tags=[], memory_id=f"k{i:03d}",
                          created=1.7e9 + i) for i, text in enumerate(texts)], author="kite", dedup=False)
     originals = {m.id: m.dedup_key for m in col.memories.values()}
@@ -188,7 +188,7 @@ def test_kill_9_during_consolidation_leaves_whole_clusters_and_every_memory(tmp_
     full_run = time.monotonic() - started
     reference = consolidated(col)
     col.close()
-    assert len(reference) >= 20
+    assert len(reference) >= 15
 
     rng, partial = random.Random(3), 0
     for attempt in range(4):
@@ -197,7 +197,7 @@ def test_kill_9_during_consolidation_leaves_whole_clusters_and_every_memory(tmp_
         proc = subprocess.Popen([sys.executable, str(HERE / "consolidator_for_kill.py"), str(folder)],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.15, 0.85) * full_run)
+        time.sleep(rng.uniform(0.2, 0.8) * full_run)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         col = open_collection(folder, embedder)  # opens: the log is cut at its last whole entry
@@ -210,7 +210,7 @@ def test_kill_9_during_consolidation_leaves_whole_clusters_and_every_memory(tmp_
         consolidate(col, col.config, dry_run=False)  # a later run finishes the job, the same way
         assert consolidated(col) == reference
         col.close()
-        if partial >= 2:
+        if partial:
             break
     assert partial >= 1, "no kill landed in the middle of a run"
 
