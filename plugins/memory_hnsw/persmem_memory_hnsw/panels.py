@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from importlib import resources
+from urllib.parse import urlencode
 
 from persmem_core import UserError
 
@@ -122,7 +123,10 @@ def browse(view) -> dict:
         found = [(m, None) for m in col.get_many([m.id for m in rows[:LIST_LIMIT]])]
         caption = (f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}"
                    + (f", newest {LIST_LIMIT} shown" if len(rows) > LIST_LIMIT else ""))
-    return {**facets, "results": [_shown(view, col, memory, score) for memory, score in found], "caption": caption}
+    toggle = {"href": "?" + urlencode({**view.params, "expired": "" if include_expired else "1"}),
+              "label": "hide expired memories" if include_expired else "include expired memories"}
+    return {**facets, "results": [_shown(view, col, memory, score) for memory, score in found], "caption": caption,
+            "expired_toggle": None if wanted else toggle}
 
 
 def _shown(view, col, memory, score: float | None) -> dict:

@@ -129,7 +129,7 @@ def test_a_detected_link_shows_its_similarity_and_shared_terms_and_an_unlink(lc_
     expect(step.locator(".link-why")).to_contain_text("similarity")
     expect(step.locator(".link-why")).to_contain_text("backup")  # a shared subject term
     lc_page.goto(f"{base}/lifecycle")
-    row = lc_page.locator(f'#links tr[data-id="{new["id"]}"][data-target="{old["id"]}"]')
+    row = lc_page.locator(f'#links li[data-id="{new["id"]}"][data-target="{old["id"]}"]')
     expect(row).to_contain_text("detected")
     expect(row).to_contain_text("similarity")
     expect(row).to_contain_text("runs at 02:00 UTC")
@@ -161,10 +161,10 @@ def test_the_lifecycle_panel_lists_clusters_consolidations_due_and_expired(lc_pa
                                             "valid_until": "2020-04-30"}, "wren")["id"]
     base = login(lc_page, lc_server)
     lc_page.goto(base + "/lifecycle")
-    expect(lc_page.locator(f'#due tr[data-id="{due}"]')).to_contain_text("on-call rota")
-    expect(lc_page.locator(f'#due tr[data-id="{due}"]')).to_contain_text("review after 2020-01-01")
-    expect(lc_page.locator(f'#expired tr[data-id="{gone}"]')).to_contain_text("SPRING20")
-    expect(lc_page.locator(f'#expired tr[data-id="{gone}"]')).to_contain_text("valid until 2020-04-30")
+    expect(lc_page.locator(f'#due li[data-id="{due}"]')).to_contain_text("on-call rota")
+    expect(lc_page.locator(f'#due li[data-id="{due}"]')).to_contain_text("review after 2020-01-01")
+    expect(lc_page.locator(f'#expired li[data-id="{gone}"]')).to_contain_text("SPRING20")
+    expect(lc_page.locator(f'#expired li[data-id="{gone}"]')).to_contain_text("valid until 2020-04-30")
 
     lc_page.click("#preview-form button")  # the dry run: what a consolidation would gather now
     expect(lc_page.locator("#preview-caption")).to_contain_text("nothing written")
@@ -190,8 +190,7 @@ def test_the_lifecycle_panel_lists_clusters_consolidations_due_and_expired(lc_pa
     expect(lc_page.locator(".lc-consolidated-into")).to_contain_text("consolidated into con_")
     lc_page.goto(base + "/memories?q=spring+sale+code")  # expired: hidden from a search unless asked
     expect(lc_page.locator(f'details.memory[data-id="{gone}"]')).to_have_count(0)
-    lc_page.select_option("select[name=expired]", "1")
-    lc_page.click("form.filters button")
+    lc_page.click("#expired-toggle")
     expect(lc_page.locator(f'details.memory[data-id="{gone}"] .lc-expired')).to_have_text("expired")
     lc_page.goto(f"{base}/memories?id={due}")
     expect(lc_page.locator(".lc-review-due")).to_have_text("review due")
@@ -206,8 +205,8 @@ def test_memory_text_that_is_html_stays_text_on_both_panels(lc_page, lc_server):
     lc_page.goto(f"{base}/memories?id={old['id']}")
     expect(lc_page.locator("li.chain-step").nth(1).locator(".chain-text")).to_have_text(HOSTILE)
     lc_page.goto(base + "/lifecycle")
-    expect(lc_page.locator(f'#due tr[data-id="{new["id"]}"] .snippet')).to_have_text(HOSTILE)
-    expect(lc_page.locator(f'#links tr[data-id="{new["id"]}"] .snippet').first).to_have_text(HOSTILE)
+    expect(lc_page.locator(f'#due li[data-id="{new["id"]}"] .snippet')).to_have_text(HOSTILE)
+    expect(lc_page.locator(f'#links li[data-id="{new["id"]}"] .snippet').first).to_have_text(HOSTILE)
     assert lc_page.locator("main img, main script").count() == 0
     assert lc_page.dialogs == []
     shot(lc_page, "lifecycle-html-as-text")
@@ -222,9 +221,23 @@ def test_a_private_collection_shows_only_the_viewers_own_and_previews_nothing(lc
                                               "review_after": "2020-02-02"}, "wren")["id"]
     base = login(lc_page, lc_server)
     lc_page.goto(f"{base}/lifecycle?collection=diary&preview=1")
-    expect(lc_page.locator(f'#due tr[data-id="{mine}"]')).to_have_count(1)
-    expect(lc_page.locator(f'#due tr[data-id="{theirs}"]')).to_have_count(0)
+    expect(lc_page.locator(f'#due li[data-id="{mine}"]')).to_have_count(1)
+    expect(lc_page.locator(f'#due li[data-id="{theirs}"]')).to_have_count(0)
     expect(lc_page.locator("main")).not_to_contain_text("Wren's private")
     expect(lc_page.locator("#preview-note")).to_contain_text("not previewed in a private collection")
     lc_page.goto(f"{base}/memories?collection=diary&id={theirs}")
     expect(lc_page.locator("details.memory")).to_have_count(0)
+
+
+def test_the_lifecycle_panel_fits_a_phone(lc_browser, lc_server):
+    context = lc_browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    page = context.new_page()
+    try:
+        base = login(page, lc_server)
+        for path, name in (("/lifecycle?preview=1", "phone-lifecycle"), ("/memories?q=staging", "phone-chain")):
+            page.goto(base + path)
+            page.locator("details").first.locator("summary").first.click()  # opened: a cluster, a chain
+            assert page.evaluate("document.documentElement.scrollWidth") <= 391, name  # the phone's width
+            shot(page, name)
+    finally:
+        context.close()
