@@ -255,6 +255,8 @@ async def server_workload(server, plan: dict) -> dict:
             reply = tool_result(await client.call_tool("memory_store", {"content": item["content"],
                                                                         "project": item["project"]}))
             store_ms.append((time.perf_counter() - t) * 1000)
+            if reply["status"] == "duplicate" and item["kind"] == "unrelated":
+                continue  # a template twin the store took for a near duplicate: nothing stored, nothing linked
             assert reply["status"] == "stored", (item, reply)
             kind_of[reply["id"]] = (item["kind"], item["fact"])
             if item["kind"] in ("old", "new"):
@@ -296,6 +298,7 @@ def summarize(run: dict, n_facts: int) -> dict:
         "recall": run["correct_links"] / n_facts,
         "search_p50": statistics.median(run["search_ms"]), "search_p95": pct(run["search_ms"], 0.95),
         "store_p50": statistics.median(run["store_ms"]),
+        "not_top5": [p["fact"] for p in per_fact if p["new_rank"] is None or p["new_rank"] >= 5],
     }
 
 
@@ -326,6 +329,9 @@ def print_server(rows: list[tuple[str, dict]], plan: dict) -> None:
         print(f"| {label} | {s['above']:.3f} | {s['top5']:.3f} | {s['top10']:.3f} | {s['old_shown']} / "
               f"{s['old_marked']} | {s['links']} ({s['correct']}) | {precision} | {s['recall']:.3f} | "
               f"{s['sibling_links']} | {s['search_p50']:.1f} / {s['search_p95']:.1f} | {s['store_p50']:.1f} |")
+    for label, s in rows:
+        if s["not_top5"]:
+            print(f"\n{label}: current not in the top 5 for {', '.join(s['not_top5'])}")
     print("\nTargets: current ranked above the superseded one >= 0.95, current in the top 5 = 1.0. `baseline`: "
           f"{json.dumps(BASELINE)} (the ranking before the lifecycle); `lifecycle`: the defaults.")
 
@@ -386,10 +392,22 @@ def print_consolidation(rows: list[dict]) -> None:
               f"{r['second']:.2f} ({again_created}, {again_grown}) | {r['load_s']:.0f} |")
 
 
+def parse_variant(text: str) -> dict:
+    """'supersede_min_similarity=0.65,superseded_weight=0.4' -> {[memory] setting: value} (JSON values)."""
+    out = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
 # -- main ---------------------------------------------------------------------------------------------------------
 
 def main(quick: bool = False, parts: tuple[str, ...] = ("thresholds", "server", "consolidation"),
-         consolidation_sizes: list[int] | None = None) -> dict:
+         consolidation_sizes: list[int] | None = None, variants: list[dict] | None = None) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     plan = store_plan(load(), quick)
     out: dict = {}
@@ -398,7 +416,9 @@ def main(quick: bool = False, parts: tuple[str, ...] = ("thresholds", "server", 
         print_thresholds(out["thresholds"])
     if "server" in parts:
         rows = []
-        for label, config in (("baseline", BASELINE), ("lifecycle", {})):
+        runs = [("baseline", BASELINE), ("lifecycle", {})]
+        runs += [("lifecycle " + ", ".join(f"{k}={v}" for k, v in v.items()), v) for v in variants or []]
+        for label, config in runs:
             rows.append((label, summarize(run_server(plan, config), len(plan["facts"]))))
         out["server"] = rows
         print_server(rows, plan)
@@ -415,5 +435,8 @@ if __name__ == "__main__":
                         help="run only these parts (default: all)")
     parser.add_argument("--consolidation-sizes", type=lambda s: [int(x) for x in s.split(",")],
                         help="memories per consolidation timing (default 10000,100000; --quick: 200)")
+    parser.add_argument("--variant", action="append", type=parse_variant, metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="one more server run with these [memory] settings, e.g. supersede_min_similarity=0.65")
     args = parser.parse_args()
-    main(args.quick, tuple(args.part or ("thresholds", "server", "consolidation")), args.consolidation_sizes)
+    main(args.quick, tuple(args.part or ("thresholds", "server", "consolidation")), args.consolidation_sizes,
+         args.variant)
