@@ -77,6 +77,7 @@ class Hit:
     score: float
     dense: float | None
     lexical: float | None
+    restated_by: str | None = None  # a later memory of the same subject this result ranks below (lifecycle.restated)
 
 
 class Collection:
@@ -221,8 +222,9 @@ class Collection:
         with self.lock.gen_rlock():
             ranked = rank(self.rows, self.vectors, self.config, query, qvec, top_k=top_k, filters=filters, mode=mode,
                           candidates=candidates, lifecycle=view)
-            return [Hit(memory=self._load(self.rows.at_row[r.row].id), score=r.score, dense=r.dense,
-                        lexical=r.lexical) for r in ranked]
+            at_row = self.rows.at_row
+            return [Hit(memory=self._load(at_row[r.row].id), score=r.score, dense=r.dense, lexical=r.lexical,
+                        restated_by=None if r.restated_by is None else at_row[r.restated_by].id) for r in ranked]
 
     def matching(self, filters: Filters) -> list[Head]:
         """Heads of the live memories that pass `filters` (the masks searches use), in no particular order;

@@ -80,6 +80,19 @@ class MemoryConfig(ConfigSection):
         int, Meta(ge=0, le=20, description="Subject words (not stop words) the new and the older memory must share "
                                            "to be taken as a restatement.")
     ] = 2
+    restated_min_similarity: Annotated[
+        float, Meta(ge=0.0, le=1.0,
+                    description="Among a search's best results, an older memory ranks just below a later one of the "
+                                "same project and author that is this similar in meaning (cosine) and answers the "
+                                "query nearly as well (restated_min_score_ratio): the later statement wins, the older "
+                                "one is marked restated_by. No link is stored. 1 turns this off.")
+    ] = 0.55
+    restated_min_score_ratio: Annotated[
+        float, Meta(ge=0.0, le=1.0,
+                    description="How well the later memory must answer the query, as a fraction of the older one's "
+                                "search score, for the older one to rank below it (restated_min_similarity); a still "
+                                "true older memory asked about by its own words keeps its place.")
+    ] = 0.6
     superseded_weight: Annotated[
         float, Meta(ge=0.0, le=1.0, description="Search score factor of a superseded memory (it ranks below the "
                                                 "memory that replaced it; memory_search include_superseded=false "

@@ -122,6 +122,79 @@ def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView,
     return out
 
 
+RESTATED_WINDOW = 2  # the later-statement rule compares the best top_k * this results of a search
+RESTATED_MARGIN = 1e-3  # an older restated result ends this fraction below the later one
+
+
+def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: LifecycleView,
+             top_k: int) -> tuple[dict[int, float], dict[int, int]]:
+    """The later statement wins, at query time: among the best top_k * RESTATED_WINDOW of `scores` (after
+    `adjust`), an older result ranks just below a later one (created strictly later: one store call's memories
+    share a time, so a conversation never restates itself) of the same project and author, with cosine >=
+    restated_min_similarity and a score >= restated_min_score_ratio times the older one's. Neither may be in a
+    private collection, procedural, consolidated or already superseded (a stored link ranks those). Returns
+    (`scores` with those older rows lowered, older row -> the later row it now ranks below: the most similar
+    one, if several). Only a row the rule moved is returned as yielding (its mark explains the move).
+
+    Restatements in other words are often not close in meaning (cosine median 0.67 with MiniLM), so a stored
+    link is made only when sure (find_superseded); the query narrows the subject, and the score ratio keeps a
+    still-true older memory first when the query asks for it in its own words: its later twin then answers
+    the query worse. A bounded swap, not a burial: the older one drops below the later one only."""
+    min_sim, ratio = view.config.restated_min_similarity, view.config.restated_min_score_ratio
+    if view.private or min_sim >= 1.0 or len(scores) < 2:
+        return scores, {}
+    at_row, successor_of = rows.at_row, rows.successor_of
+    window = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[: top_k * RESTATED_WINDOW]
+    groups: dict[tuple[int, int], list[int]] = {}
+    for row, _ in window:
+        head = at_row[row]
+        if (head is None or head.type in PROCEDURAL_TYPES or head.type == CONSOLIDATED_TYPE
+                or head.id in successor_of or not head.n_labels):
+            continue
+        groups.setdefault((int(rows.project[row]), int(rows.author[row])), []).append(row)
+    lowered: dict[int, float] = {}
+    yields_to: dict[int, int] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        created = rows.created[members]
+        if created.min() == created.max():
+            continue
+        sims = _row_similarities(rows, vectors, members)
+        final: dict[int, float] = {}
+        for i in np.argsort(-created, kind="stable").tolist():  # newest first: a later row's final score is known
+            older = members[i]
+            score = cap = scores[older]
+            best_sim, to = -2.0, None
+            for j, newer in enumerate(members):
+                if created[j] <= created[i] or sims[i, j] < min_sim or scores[newer] < ratio * score:
+                    continue
+                below = final[newer] * (1.0 - RESTATED_MARGIN)
+                if below < score:  # it ranked above this later statement: it now yields to it
+                    cap = min(cap, below)
+                    if sims[i, j] > best_sim:
+                        best_sim, to = sims[i, j], newer
+            final[older] = cap
+            if to is not None:
+                lowered[older], yields_to[older] = cap, to
+    if not lowered:
+        return scores, {}
+    return {**scores, **lowered}, yields_to
+
+
+def _row_similarities(rows: Rows, vectors: VectorIndex, members: list[int]) -> np.ndarray:
+    """Cosine between each pair of `members` (rows): their best chunks (int8 copies) against each other."""
+    counts = rows.label_count[members]
+    if bool((counts == 1).all()):
+        vecs = vectors.vectors_of(rows.first_label[members])
+        return vecs @ vecs.T
+    starts = np.cumsum(counts) - counts
+    labels = np.repeat(rows.first_label[members] - starts, counts) + np.arange(int(counts.sum()))
+    vecs = vectors.vectors_of(labels)
+    chunk = vecs @ vecs.T
+    return np.maximum.reduceat(np.maximum.reduceat(chunk, starts, axis=0), starts, axis=1)
+
+
 MAX_CHAIN = 16  # links followed from a superseded memory to its latest successor (a guard: chains are short)
 
 

@@ -1,7 +1,8 @@
 """Ranking a collection's rows for a query: dense (the hnswlib graph, or exact over the filtered chunks when
 the filter is selective) + BM25, min-max score fusion, then the lifecycle's factors (lifecycle.adjust:
 supersession, consolidation, feedback, use, tier, staleness, recency), which also drop the rows the search's
-options hide before the top_k cut. The caller holds the collection's read lock and turns the ranked rows into
+options hide before the top_k cut; then, among the best results, an older one yields to a later restatement of
+it (lifecycle.restated). The caller holds the collection's read lock and turns the ranked rows into
 memories."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .config import MemoryConfig
-from .lifecycle import LifecycleView, adjust
+from .lifecycle import LifecycleView, adjust, restated
 from .query import Filters
 from .rows import Rows
 from .vectors import VectorIndex
@@ -22,6 +23,7 @@ class Ranked(NamedTuple):
     score: float
     dense: float | None  # the best chunk's cosine similarity, if the dense side found the row
     lexical: float | None  # its BM25 score, if the lexical side found it
+    restated_by: int | None = None  # the later row it ranks below (lifecycle.restated), if any
 
 
 def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qvec: np.ndarray | None, *,
@@ -37,10 +39,12 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
     dense = _dense(rows, vectors, config, qvec, mask, pool) if qvec is not None else {}
     lexical = _lexical(rows, query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
     scores = fuse(dense, lexical, config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
+    yields_to: dict[int, int] = {}
     if lifecycle is not None and scores:
         scores = adjust(scores, rows, lifecycle, allowed=mask)
+        scores, yields_to = restated(scores, rows, vectors, lifecycle, top_k)
     best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
-    return [Ranked(row, float(score), dense.get(row), lexical.get(row)) for row, score in best
+    return [Ranked(row, float(score), dense.get(row), lexical.get(row), yields_to.get(row)) for row, score in best
             if rows.at_row[row] is not None]
 
 

@@ -28,6 +28,9 @@ TRUNCATED_NOTE = ("A result marked truncated shows only its best matching passag
 SUPERSEDED_NOTE = ("A result with superseded_by was replaced by a later memory (that id): it may no longer be true "
                    "and ranks lower; prefer its successor. memory_get shows the chain; if the link is wrong, "
                    "memory_unlink(memory_id) undoes it. include_superseded=false leaves such results out.")
+RESTATED_NOTE = ("A result with restated_by ranks just below a later memory (that id) of the same project and author "
+                 "that says much the same: it may no longer be current; prefer the later one if they disagree. "
+                 "A guess from similarity: nothing is linked or hidden.")
 EXPIRED_NOTE = "A result marked expired is past its valid_until date: kept for the record, no longer to be relied on."
 REVIEW_NOTE = ("A result marked review_due is past its review_after date: check it still holds, then memory_update "
                "it (a new review_after) or memory_validate it.")
@@ -158,7 +161,8 @@ def search_reply(query: str, collection: str, hits: list[Hit], config: MemoryCon
     reply["count"] = len(reply["results"])
     if any(item.get("truncated") for item in reply["results"]):
         notes.append(TRUNCATED_NOTE)
-    for mark, note in (("superseded_by", SUPERSEDED_NOTE), ("expired", EXPIRED_NOTE), ("review_due", REVIEW_NOTE)):
+    for mark, note in (("superseded_by", SUPERSEDED_NOTE), ("restated_by", RESTATED_NOTE), ("expired", EXPIRED_NOTE),
+                       ("review_due", REVIEW_NOTE)):
         if any(mark in item for item in reply["results"]):  # each explained once, only when it appears
             notes.append(note)
     if notes:
@@ -190,6 +194,8 @@ def _search_hit(hit: Hit, terms: set[str], width: int, verbose: bool, marks=None
     item.update(_fields(memory))
     if marks is not None:
         item.update(marks(memory))
+    if hit.restated_by:
+        item["restated_by"] = hit.restated_by
     if verbose:
         item.update({"collection": memory.collection, "editor": made_by(memory.version, memory.editor, memory.author),
                      "content_hash": memory.content_hash,

@@ -69,6 +69,11 @@ class VectorIndex:
             out[start : start + 1024] = np.take(self._q, part, axis=0).astype(np.float32) @ query
         return out * np.take(self._scale, labels)
 
+    def vectors_of(self, labels: np.ndarray) -> np.ndarray:
+        """The int8 copy of `labels`' vectors as float32 (unit length to int8 rounding): what a search compares
+        its own results with (lifecycle.restated)."""
+        return np.take(self._q, labels, axis=0).astype(np.float32) * np.take(self._scale, labels)[:, None]
+
     def _new(self, capacity: int):
         import hnswlib
 
