@@ -86,7 +86,7 @@ class MemoryConfig(ConfigSection):
                                 "same project and author that is this similar in meaning (cosine) and answers the "
                                 "query nearly as well (restated_min_score_ratio): the later statement wins, the older "
                                 "one is marked restated_by. No link is stored. 1 turns this off.")
-    ] = 0.55
+    ] = 0.6
     restated_min_score_ratio: Annotated[
         float, Meta(ge=0.0, le=1.0,
                     description="How well the later memory must answer the query, as a fraction of the older one's "
