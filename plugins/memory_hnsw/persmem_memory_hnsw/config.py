@@ -92,7 +92,7 @@ class MemoryConfig(ConfigSection):
                     description="How well the later memory must answer the query, as a fraction of the older one's "
                                 "search score, for the older one to rank below it (restated_min_similarity); a still "
                                 "true older memory asked about by its own words keeps its place.")
-    ] = 0.6
+    ] = 0.7
     superseded_weight: Annotated[
         float, Meta(ge=0.0, le=1.0, description="Search score factor of a superseded memory (it ranks below the "
                                                 "memory that replaced it; memory_search include_superseded=false "
