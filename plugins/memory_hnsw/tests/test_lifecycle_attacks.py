@@ -186,6 +186,34 @@ def test_a_squatted_consolidated_id_does_not_block_kites_consolidation(server):
     assert done["created"] == 1 or "con_" in done.get("note", "")
 
 
+@pytest.mark.xfail(strict=True, reason="an agent's verdicts on its OWN memory and its own searches that return it "
+                                       "count: wren alone (one self-vote, one vote against kite's memory, 100 searches "
+                                       "for its own) moves its memory ~15% against kite's, though one agent is to move "
+                                       "another's by at most 5%")
+def test_one_agent_alone_shifts_its_memory_against_kites_by_at_most_five_percent(server):
+    project = "atk-rank"
+    for text in ("The billing service retries failed charges three times.",
+                 "TLS certificates renew through certbot every 60 days.",
+                 "Grafana dashboards live in the ops repo."):
+        call(server, "memory_store", project=project, content=text)
+    kite = call(server, "memory_store", project=project,
+                content="The staging database is PostgreSQL 15 on host heron.")["id"]
+    wren = call(server, "memory_store", agent="wren", project=project,
+                content="Staging runs its database, PostgreSQL, on the heron host.")["id"]
+
+    def ratio() -> float:
+        found = {r["id"]: r["score"] for r in call(server, "memory_search", project=project, top_k=10,
+                                                   query="what database does staging use")["results"]}
+        return found[wren] / found[kite]
+
+    before = ratio()
+    calls_in_one_session(server, "wren", [
+        ("memory_validate", {"memory_id": wren, "helpful": True}),
+        ("memory_validate", {"memory_id": kite, "helpful": False}),
+        *[("memory_search", {"query": "staging heron", "project": project, "author": "wren", "top_k": 1})] * 100])
+    assert ratio() / before <= 1.06
+
+
 # -- 2. leaks out of a private collection (sessions) -------------------------------------------------------------
 
 def test_lifecycle_tools_answer_for_kites_private_turn_as_for_a_missing_one(server):
