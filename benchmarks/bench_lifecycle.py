@@ -34,6 +34,7 @@ import json
 import random
 import statistics
 import string
+from collections import Counter
 import sys
 import tempfile
 import time
@@ -86,7 +87,8 @@ def store_plan(data: dict, quick: bool) -> dict:
     singles = []
     for f in olds:
         singles.append({"kind": "old", "fact": f["id"], "content": f["old"], "project": f["project"]})
-        singles += [{"kind": "sibling", "fact": f["id"], "content": s, "project": f["project"]} for s in f["siblings"]]
+        singles += [{"kind": "sibling", "fact": f["id"], "sibling": i, "content": s, "project": f["project"]}
+                    for i, s in enumerate(f["siblings"])]
     news = facts[:]
     rng.shuffle(news)
     every = max(1, len(news) // max(1, len(later)))
@@ -130,10 +132,20 @@ def make_embedder():
     return OnnxEmbedder(default_model_files(), cache=cache).load()
 
 
-def thresholds(plan: dict, dedup_threshold: float = 0.97,
-               sims=(0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85), terms=(0, 1, 2, 3)) -> dict:
+def family_margin() -> float:
+    try:
+        from persmem_memory_hnsw.lifecycle import FAMILY_MARGIN
+
+        return FAMILY_MARGIN
+    except ImportError:
+        return 0.1
+
+
+def thresholds(plan: dict, dedup_threshold: float = 0.97, sims=(0.55, 0.6, 0.65, 0.7, 0.75, 0.8),
+               terms=(1, 2, 3), margins=None) -> dict:
     import numpy as np
 
+    margins = margins or (0.0, family_margin())
     subject_terms, terms_source = subject_terms_function()
     embedder = make_embedder()
     items = [{"kind": "bulk", "fact": None} | u for u in plan["bulk"]] + plan["singles"]
@@ -162,37 +174,44 @@ def thresholds(plan: dict, dedup_threshold: float = 0.97,
             k = max(unrelated, key=lambda k: sim[new, k])
             pairs["nearest unrelated"].append((sim[new, k], shared(new, k)))
 
-    # the rule replayed in store order, for every setting
+    # the rule replayed in store order, for every setting (as lifecycle.find_superseded: the CANDIDATES nearest
+    # older memories of the project; the most similar not yet superseded one passing both thresholds, unless
+    # another one is within `margin` of its similarity: a family of look-alikes, not a restatement)
     detecting = [k for k, it in enumerate(items) if it["kind"] != "bulk"]
+    nearest = {k: sorted((j for j in range(k) if -1 < sim[k, j] < dedup_threshold), key=lambda j: -sim[k, j])[:16]
+               for k in detecting}
     sweep = []
     for s in sims:
         for t in terms:
-            superseded: set[int] = set()
-            correct = wrong_new = from_sibling = from_old = from_unrelated = 0
-            for k in detecting:
-                candidates = [j for j in range(k) if j not in superseded and s <= sim[k, j] < dedup_threshold
-                              and shared(k, j) >= t]
-                if not candidates:
-                    continue
-                best = max(candidates, key=lambda j: sim[k, j])
-                superseded.add(best)
-                kind = items[k]["kind"]
-                if kind == "new":
-                    if items[best]["kind"] == "old" and items[best]["fact"] == items[k]["fact"]:
-                        correct += 1
+            for margin in margins:
+                superseded: set[int] = set()
+                counts = dict.fromkeys(("correct", "new_to_wrong", "sibling", "old", "unrelated"), 0)
+                for k in detecting:
+                    ranked = [j for j in nearest[k] if j not in superseded and sim[k, j] >= s - margin]
+                    best = None
+                    for n, j in enumerate(ranked):
+                        if sim[k, j] < s:
+                            break
+                        if shared(k, j) >= t:
+                            if not any(sim[k, o] >= sim[k, j] - margin for o in ranked if o != j) or margin == 0:
+                                best = j
+                            break
+                    if best is None:
+                        continue
+                    superseded.add(best)
+                    kind = items[k]["kind"]
+                    if kind == "new":
+                        right = items[best]["kind"] == "old" and items[best]["fact"] == items[k]["fact"]
+                        counts["correct" if right else "new_to_wrong"] += 1
                     else:
-                        wrong_new += 1
-                elif kind == "sibling":
-                    from_sibling += 1
-                elif kind == "old":
-                    from_old += 1
-                else:
-                    from_unrelated += 1
-            links = correct + wrong_new + from_sibling + from_old + from_unrelated
-            sweep.append({"min_similarity": s, "min_shared_terms": t, "recall": correct / len(plan["facts"]),
-                          "precision": correct / links if links else 1.0, "links": links, "correct": correct,
-                          "new_to_wrong": wrong_new, "sibling_links": from_sibling, "old_links": from_old,
-                          "unrelated_links": from_unrelated})
+                        counts[kind] += 1
+                links = sum(counts.values())
+                sweep.append({"min_similarity": s, "min_shared_terms": t, "margin": margin,
+                              "recall": counts["correct"] / len(plan["facts"]),
+                              "precision": counts["correct"] / links if links else 1.0, "links": links,
+                              "correct": counts["correct"], "new_to_wrong": counts["new_to_wrong"],
+                              "sibling_links": counts["sibling"], "old_links": counts["old"],
+                              "unrelated_links": counts["unrelated"]})
     return {"pairs": pairs, "sweep": sweep, "terms_source": terms_source, "n_items": n,
             "misses": misses_at(plan, items, index, sim, shared)}
 
@@ -219,24 +238,31 @@ def print_thresholds(result: dict) -> None:
               f"{pct(cos, 0.9):.3f} | {max(cos):.3f} | {statistics.median(sh):.0f} | "
               f"{sum(x >= 1 for x in sh) / len(sh):.2f} | {sum(x >= 2 for x in sh) / len(sh):.2f} |")
     print("\nThe rule replayed in the server run's store order (each memory_store links to the most similar older, "
-          "not yet superseded memory of its project passing both thresholds; near duplicates >= 0.97 excluded):\n")
-    print("| min_similarity | min_shared_terms | recall | precision | links | restatement to a wrong one | "
+          "not yet superseded memory of its project passing both thresholds, unless another older one is within "
+          "`margin` of its similarity (lifecycle.FAMILY_MARGIN; 0: no such check); near duplicates >= 0.97 "
+          "excluded):\n")
+    print("| min_similarity | min_shared_terms | margin | recall | precision | links | restatement to a wrong one | "
           "from siblings | from old statements | from unrelated |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in result["sweep"]:
-        print(f"| {r['min_similarity']:.2f} | {r['min_shared_terms']} | {r['recall']:.3f} | {r['precision']:.3f} | "
+        print(f"| {r['min_similarity']:.2f} | {r['min_shared_terms']} | {r['margin']:.2f} | {r['recall']:.3f} | "
+              f"{r['precision']:.3f} | "
               f"{r['links']} | {r['new_to_wrong']} | {r['sibling_links']} | {r['old_links']} | "
               f"{r['unrelated_links']} |")
 
 
 # -- part 2: through the real server ------------------------------------------------------------------------------
 
-BASELINE = {"supersede_detect": False, "superseded_weight": 1.0, "feedback_weight": 0.0, "retrieval_weight": 0.0}
+BASELINE = {"supersede_detect": False, "superseded_weight": 1.0, "feedback_weight": 0.0, "retrieval_weight": 0.0,
+            "restated_min_similarity": 1.0}
 
 
 def links_of(reply: dict) -> list[str]:
     """The ids a memory_store reply says the new memory supersedes (none before the lifecycle landed)."""
     return [link["id"] if isinstance(link, dict) else link for link in reply.get("supersedes", []) or []]
+
+
+MARKS = ("superseded_by", "restated_by")  # how a search result says a later memory replaces it
 
 
 async def server_workload(server, plan: dict) -> dict:
@@ -245,10 +271,20 @@ async def server_workload(server, plan: dict) -> dict:
     ids: dict[tuple, str] = {}
     links: list[tuple[dict, str]] = []  # (the item stored, the id it was linked to as superseding)
     kind_of: dict[str, tuple] = {}
+    marks: list[tuple[str, str, str]] = []  # (marked result id, mark, the id it names) over every search
+    search_ms: list[float] = []
     async with server.client("bench") as client:
+        async def search(query: str) -> list[dict]:
+            t = time.perf_counter()
+            reply = tool_result(await client.call_tool("memory_search", {"query": query, "top_k": 10}))
+            search_ms.append((time.perf_counter() - t) * 1000)
+            marks.extend((r["id"], m, r[m]) for r in reply["results"] for m in MARKS if r.get(m))
+            return reply["results"]
+
         for start in range(0, len(plan["bulk"]), 500):
-            tool_result(await client.call_tool("memory_bulk_store", {
+            reply = tool_result(await client.call_tool("memory_bulk_store", {
                 "chunks": json.dumps(plan["bulk"][start:start + 500]), "context_chars": 0, "dedup": False}))
+            kind_of.update((r["id"], ("unrelated", None)) for r in reply["results"])
         store_ms = []
         for item in plan["singles"]:
             t = time.perf_counter()
@@ -258,30 +294,36 @@ async def server_workload(server, plan: dict) -> dict:
             if reply["status"] == "duplicate" and item["kind"] == "unrelated":
                 continue  # a template twin the store took for a near duplicate: nothing stored, nothing linked
             assert reply["status"] == "stored", (item, reply)
-            kind_of[reply["id"]] = (item["kind"], item["fact"])
+            kind_of[reply["id"]] = (item["kind"], item["fact"]) + ((item["sibling"],) if "sibling" in item else ())
             if item["kind"] in ("old", "new"):
                 ids[(item["kind"], item["fact"])] = reply["id"]
+            if item["kind"] == "sibling":
+                ids[("sibling", item["fact"], item["sibling"])] = reply["id"]
             links += [(item, target) for target in links_of(reply)]
-        per_fact, search_ms = [], []
+        per_fact, per_sibling = [], []
         for f in plan["facts"]:
-            t = time.perf_counter()
-            reply = tool_result(await client.call_tool("memory_search", {"query": f["question"], "top_k": 10}))
-            search_ms.append((time.perf_counter() - t) * 1000)
-            results = reply["results"]
+            results = await search(f["question"])
             order = [r["id"] for r in results]
             new_id, old_id = ids[("new", f["id"])], ids[("old", f["id"])]
             old_hit = next((r for r in results if r["id"] == old_id), None)
             per_fact.append({"fact": f["id"], "new_rank": order.index(new_id) if new_id in order else None,
                              "old_rank": order.index(old_id) if old_id in order else None,
-                             "old_marked": bool(old_hit and old_hit.get("superseded_by") == new_id)})
+                             "old_marked": bool(old_hit and any(old_hit.get(m) == new_id for m in MARKS))})
+        for f in plan["facts"]:
+            for i, question in enumerate(f.get("sibling_questions", [])):
+                order = [r["id"] for r in await search(question)]
+                sibling_id = ids[("sibling", f["id"], i)]
+                per_sibling.append({"fact": f["id"], "rank": order.index(sibling_id) if sibling_id in order else None,
+                                    "new_rank": order.index(ids[("new", f["id"])])
+                                    if ids[("new", f["id"])] in order else None})
     correct = [(item, target) for item, target in links
                if item["kind"] == "new" and kind_of.get(target) == ("old", item["fact"])]
-    return {"per_fact": per_fact, "search_ms": search_ms, "store_ms": store_ms, "links": links,
-            "correct_links": len(correct), "kind_of": kind_of}
+    return {"per_fact": per_fact, "per_sibling": per_sibling, "search_ms": search_ms, "store_ms": store_ms,
+            "links": links, "correct_links": len(correct), "kind_of": kind_of, "marks": marks, "ids": ids}
 
 
 def summarize(run: dict, n_facts: int) -> dict:
-    per_fact = run["per_fact"]
+    per_fact, per_sibling, kind_of = run["per_fact"], run["per_sibling"], run["kind_of"]
     above = sum(1 for p in per_fact if p["new_rank"] is not None
                 and (p["old_rank"] is None or p["new_rank"] < p["old_rank"]))
     top5 = sum(1 for p in per_fact if p["new_rank"] is not None and p["new_rank"] < 5)
@@ -289,7 +331,13 @@ def summarize(run: dict, n_facts: int) -> dict:
     old_shown = [p for p in per_fact if p["old_rank"] is not None]
     links = run["links"]
     sibling_links = sum(1 for item, target in links
-                        if item["kind"] == "sibling" or run["kind_of"].get(target, ("",))[0] == "sibling")
+                        if item["kind"] == "sibling" or kind_of.get(target, ("",))[0] == "sibling")
+    # a mark is right when an old statement names its own restatement; anything else marks a still-true memory
+    right = {(run["ids"][("old", fid)], run["ids"][("new", fid)]) for (kind, fid, *_) in kind_of.values()
+             if kind == "old"}
+    marked = {(marked_id, named) for marked_id, _, named in run["marks"]}
+    wrong_marks = sorted(m for m in marked if m not in right)
+    n_sib = len(per_sibling) or 1
     return {
         "above": above / n_facts, "top5": top5 / n_facts, "top10": top10 / n_facts,
         "old_shown": len(old_shown), "old_marked": sum(p["old_marked"] for p in old_shown),
@@ -299,6 +347,14 @@ def summarize(run: dict, n_facts: int) -> dict:
         "search_p50": statistics.median(run["search_ms"]), "search_p95": pct(run["search_ms"], 0.95),
         "store_p50": statistics.median(run["store_ms"]),
         "not_top5": [p["fact"] for p in per_fact if p["new_rank"] is None or p["new_rank"] >= 5],
+        "sibling_top1": sum(p["rank"] == 0 for p in per_sibling) / n_sib,
+        "sibling_top5": sum(p["rank"] is not None and p["rank"] < 5 for p in per_sibling) / n_sib,
+        "sibling_below_new": sum(p["rank"] is not None and p["new_rank"] is not None and p["new_rank"] < p["rank"]
+                                 for p in per_sibling),
+        "n_siblings": len(per_sibling), "right_marks": len(marked) - len(wrong_marks),
+        "wrong_marks": len(wrong_marks),
+        "wrong_marked_kinds": dict(Counter(f"{kind_of.get(m, ('?',))[0]} by {kind_of.get(by, ('?',))[0]}"
+                                           for m, by in wrong_marks).most_common()),
     }
 
 
@@ -319,7 +375,7 @@ def print_server(rows: list[tuple[str, dict]], plan: dict) -> None:
     print(f"\n## Lifecycle: restated facts through the real tools ({n} facts, "
           f"{sum(len(f['siblings']) for f in plan['facts'])} siblings, {len(plan['bulk'])} + "
           f"{sum(1 for s in plan['singles'] if s['kind'] == 'unrelated')} unrelated; memory_store one by one, "
-          f"memory_search top_k=10 over MCP HTTP)\n")
+          f"memory_search top_k=10 over MCP HTTP, no project filter)\n")
     print("| run | current ranked above superseded | current in top 5 | current in top 10 | "
           "superseded shown / marked | links detected (correct) | precision | recall | sibling false links | "
           "search p50 / p95 ms | store p50 ms |")
@@ -329,6 +385,16 @@ def print_server(rows: list[tuple[str, dict]], plan: dict) -> None:
         print(f"| {label} | {s['above']:.3f} | {s['top5']:.3f} | {s['top10']:.3f} | {s['old_shown']} / "
               f"{s['old_marked']} | {s['links']} ({s['correct']}) | {precision} | {s['recall']:.3f} | "
               f"{s['sibling_links']} | {s['search_p50']:.1f} / {s['search_p95']:.1f} | {s['store_p50']:.1f} |")
+    print("\nStill-true memories: each sibling asked about by its own question (`sibling_questions`); marks "
+          "(superseded_by / restated_by) over every search, right when an old statement names its own "
+          "restatement:\n")
+    print("| run | sibling first | sibling in top 5 | sibling below its fact's restatement | right marks | "
+          "wrong marks (which marked by which) |")
+    print("|---|---|---|---|---|---|")
+    for label, s in rows:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in s["wrong_marked_kinds"].items()) or "-"
+        print(f"| {label} | {s['sibling_top1']:.3f} | {s['sibling_top5']:.3f} | {s['sibling_below_new']} of "
+              f"{s['n_siblings']} | {s['right_marks']} | {s['wrong_marks']} ({kinds}) |")
     for label, s in rows:
         if s["not_top5"]:
             print(f"\n{label}: current not in the top 5 for {', '.join(s['not_top5'])}")

@@ -25,6 +25,7 @@ def test_lifecycle_facts_are_restatements_with_siblings_among_enough_unrelated_m
         assert f["answer"].casefold() in f["new"].casefold(), f["id"]
         assert f["answer"].casefold() not in f["old"].casefold(), f["id"]
         assert f["old"] != f["new"] and 1 <= len(f["siblings"]) <= 2 and f["question"].endswith("?"), f["id"]
+        assert len(f["sibling_questions"]) == len(f["siblings"]), f["id"]  # each still-true sibling is asked about
     unrelated = bench.unrelated_memories(data, bench.N_UNRELATED + bench.N_UNRELATED_LATER)
     assert len({u["content"] for u in unrelated}) == len(unrelated) >= 400
     assert {f["project"] for f in facts} <= {u["project"] for u in unrelated}  # neighbours in the same projects
@@ -43,5 +44,5 @@ def test_lifecycle_benchmark_quick_run_prints_its_tables():
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "| min_similarity | min_shared_terms | recall |" in out
-    assert "| baseline |" in out and "| lifecycle |" in out
+    assert "| baseline |" in out and "| lifecycle |" in out and "| sibling first |" in out
     assert "consolidation time" in out
