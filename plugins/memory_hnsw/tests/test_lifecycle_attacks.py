@@ -110,7 +110,8 @@ def test_wren_restating_kites_fact_makes_no_detected_link(server):
 
 def test_a_feedback_flood_by_one_agent_moves_kites_memory_one_vote_and_keeps_kites_verdict(server):
     project = "atk-feedback"
-    kite = call(server, "memory_store", project=project, content="The ledger service rounds amounts half to even.")["id"]
+    kite = call(server, "memory_store", project=project,
+                content="The ledger service rounds amounts half to even.")["id"]
     call(server, "memory_validate", memory_id=kite, helpful=True, note="checked against the code")
     calls_in_one_session(server, "wren", [("memory_validate", {"memory_id": kite, "helpful": False,
                                                                "note": f"wrong #{n}"}) for n in range(110)])
@@ -252,7 +253,8 @@ def test_memory_unlink_tells_nothing_about_kites_private_turns(server):
 
 def test_bad_lifecycle_input_gets_clear_errors(server):
     project = "atk-input"
-    mine = call(server, "memory_store", agent="wren", project=project, content="The build cache lives on disk d2.")["id"]
+    mine = call(server, "memory_store", agent="wren", project=project,
+                content="The build cache lives on disk d2.")["id"]
     gone = call(server, "memory_store", agent="wren", project=project, content="A note wren deletes at once.")["id"]
     call(server, "memory_delete", agent="wren", memory_id=gone)
     many = ",".join(f"id{n}" for n in range(10_000))
