@@ -137,7 +137,9 @@ class Rows:
             if target == head.id:  # never made by the collection; a hand-edited import could hold one
                 continue
             linkers.setdefault(target, set()).add(head.id)
-            self._settle(target, linkers, latest)
+            current = latest.get(target)  # one comparison: replaying n linkers of one id stays O(n)
+            if current is None or (head.created, head.id) > (self.heads[current].created, current):
+                latest[target] = head.id
 
     def _unlink(self, head: Head, targets: tuple[str, ...], linkers: dict[str, set[str]],
                 latest: dict[str, str]) -> None:
@@ -147,7 +149,8 @@ class Rows:
                 found.discard(head.id)
                 if not found:
                     del linkers[target]
-            self._settle(target, linkers, latest)
+            if latest.get(target) == head.id:  # only losing the latest linker needs a look at the others
+                self._settle(target, linkers, latest)
 
     def _settle(self, target: str, linkers: dict[str, set[str]], latest: dict[str, str]) -> None:
         """`latest[target]` = the live linker created latest (ties: the greatest id), or nothing."""
