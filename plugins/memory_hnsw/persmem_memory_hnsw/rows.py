@@ -7,7 +7,9 @@ it is derived from the log and rebuilt from it on open; the collection's lock gu
 
 Lifecycle links are stored on one side only (a newer memory's `supersedes`, a consolidated memory's
 `consolidates`); the other side (`successor_of`, `consolidated_into`) is derived here from the live memories'
-heads, whatever order they were put in, so it always equals what a fresh replay of the log gives.
+heads, whatever order they were put in, so it always equals what a fresh replay of the log gives. A link
+counts only if the memory holding it was created no earlier than the live memory it names: a link to an id
+that was deleted never reaches a later memory stored under that id (another agent's identity entry, say).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class Rows:
         self.lexical = BM25Index()
         # The derived side of the links: older id -> the live memory, created latest, whose `supersedes` names
         # it; member id -> the latest live consolidated memory whose `consolidates` names it. A linked id need
-        # not be live itself (it may have been deleted since).
+        # not be live itself (it may have been deleted since); when a memory of that id is live, only linkers
+        # created no earlier than it count (`_counts`).
         self.successor_of: dict[str, str] = {}
         self.consolidated_into: dict[str, str] = {}
         self._successors: dict[str, set[str]] = {}  # older id -> every live memory that supersedes it
@@ -88,7 +91,7 @@ class Rows:
         Returns (the previous head or None, the new head). The vector index is the caller's."""
         old = self.heads.get(memory.id)
         if old is not None:
-            self.remove(memory.id)
+            self._retire(memory.id)
         head = head_of(memory, self._strings)
         row = len(self.at_row)
         self.at_row.append(head)
@@ -112,11 +115,19 @@ class Rows:
         self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context)
         self._link(head, head.supersedes, self._successors, self.successor_of)
         self._link(head, head.consolidates, self._consolidators, self.consolidated_into)
+        if old is None or old.created != head.created:  # which links to this id count depends on its creation
+            self._settle_target(memory.id)
         return old, head
 
     def remove(self, memory_id: str) -> Head:
         """The live memory `memory_id` dies (its row stays, dead). Returns its head. The vector index is the
         caller's."""
+        head = self._retire(memory_id)
+        self._settle_target(memory_id)
+        return head
+
+    def _retire(self, memory_id: str) -> Head:
+        """Kill the row of `memory_id` and drop its own links; the links naming it are the caller's."""
         head = self.heads.pop(memory_id)
         row = self.row_of.pop(memory_id)
         self.at_row[row] = None
@@ -138,7 +149,8 @@ class Rows:
                 continue
             linkers.setdefault(target, set()).add(head.id)
             current = latest.get(target)  # one comparison: replaying n linkers of one id stays O(n)
-            if current is None or (head.created, head.id) > (self.heads[current].created, current):
+            if self._counts(head, target) and (
+                    current is None or (head.created, head.id) > (self.heads[current].created, current)):
                 latest[target] = head.id
 
     def _unlink(self, head: Head, targets: tuple[str, ...], linkers: dict[str, set[str]],
@@ -152,13 +164,27 @@ class Rows:
             if latest.get(target) == head.id:  # only losing the latest linker needs a look at the others
                 self._settle(target, linkers, latest)
 
+    def _counts(self, linker: Head, target: str) -> bool:
+        """Does `linker`'s link to `target` count? Not if the live memory `target` was created after it: that
+        link named an earlier memory of the same id, deleted since."""
+        live = self.heads.get(target)
+        return live is None or linker.created >= live.created
+
     def _settle(self, target: str, linkers: dict[str, set[str]], latest: dict[str, str]) -> None:
-        """`latest[target]` = the live linker created latest (ties: the greatest id), or nothing."""
-        found = linkers.get(target)
-        if not found:
+        """`latest[target]` = the live linker that counts created latest (ties: the greatest id), or nothing."""
+        heads = self.heads
+        counted = [linker for linker in linkers.get(target, ()) if self._counts(heads[linker], target)]
+        if not counted:
             latest.pop(target, None)
             return
-        latest[target] = max(found, key=lambda linker: (self.heads[linker].created, linker))
+        latest[target] = max(counted, key=lambda linker: (heads[linker].created, linker))
+
+    def _settle_target(self, target: str) -> None:
+        """Re-derive the links naming `target` after a memory of that id was put or removed."""
+        if target in self._successors:
+            self._settle(target, self._successors, self.successor_of)
+        if target in self._consolidators:
+            self._settle(target, self._consolidators, self.consolidated_into)
 
     def chain(self, memory_id: str) -> list[str]:
         """The supersession chain through `memory_id`, oldest first ([] when it is in none): back through the

@@ -131,11 +131,6 @@ def test_wren_consolidating_never_gathers_kites_memories(server):
     assert call(server, "memory_stats", project=project)["consolidated"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="a supersedes link to a deleted id outlives it (Rows.successor_of keeps it): "
-                                       "wren links to an id kite will use, deletes its own memory of that id, and "
-                                       "kite's later memory of that id (here its identity entry) is born superseded "
-                                       "by wren's: hidden with include_superseded=false and left out of kite's "
-                                       "session briefing")
 def test_a_link_to_a_deleted_id_never_supersedes_a_later_memory_of_that_id(server):
     squat = call(server, "memory_store", agent="wren", memory_id="kite-identity", content="placeholder")["id"]
     wren = call(server, "memory_store", agent="wren", supersedes=squat,

@@ -62,3 +62,39 @@ def test_ten_thousand_memories_superseding_one_id_replay_in_linear_time():
     rows.remove("new9999")  # the latest goes: the next latest takes over
     assert rows.successor_of["old"] == "new9998"
     assert_consistent(rows)
+
+
+def test_a_link_to_a_deleted_id_never_reaches_a_later_memory_of_that_id():
+    rows = Rows()
+    put(rows, memory("kite-identity", 1.0, author="wren"))  # a squatter's placeholder
+    put(rows, memory("wren-note", 2.0, supersedes=["kite-identity"], consolidates=["kite-identity"], author="wren"))
+    assert rows.successor_of["kite-identity"] == "wren-note"
+    rows.remove("kite-identity")
+    assert rows.successor_of["kite-identity"] == "wren-note"  # a link to a deleted memory is still shown as made
+    put(rows, memory("kite-identity", 3.0))  # kite's own entry, stored later under the same id
+    assert "kite-identity" not in rows.successor_of and "kite-identity" not in rows.consolidated_into
+    assert rows.chain("kite-identity") == [] and rows.is_current(rows.heads["kite-identity"], now=4.0)
+    put(rows, memory("kite-identity", 3.0))  # a new version of it (same creation): still nobody's successor
+    assert "kite-identity" not in rows.successor_of
+    put(rows, memory("kite-later", 5.0, supersedes=["kite-identity"]))  # a link made after it counts
+    assert rows.successor_of["kite-identity"] == "kite-later"
+    rows.remove("kite-later")
+    assert "kite-identity" not in rows.successor_of
+    assert_consistent(rows)
+
+
+def test_the_derived_links_equal_the_live_heads_whatever_the_order():
+    rng = random.Random(17)
+    rows, clock = Rows(), 0.0
+    ids = [f"m{i}" for i in range(40)]  # few ids: deleted ones are reused, links name dead and live ids
+    for _ in range(3000):
+        clock += rng.choice([0.0, 1.0])  # ties in creation time too
+        memory_id = rng.choice(ids)
+        current = rows.heads.get(memory_id)
+        if current is not None and rng.random() < 0.3:
+            rows.remove(memory_id)
+        else:
+            created = current.created if current is not None else clock  # a new version keeps its creation
+            linked = rng.sample(ids, rng.choice([0, 1, 1, 2, 3]))
+            put(rows, memory(memory_id, created, supersedes=linked, consolidates=linked[:1]))
+        assert_consistent(rows)
