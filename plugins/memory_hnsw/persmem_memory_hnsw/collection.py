@@ -381,8 +381,10 @@ class Collection:
     # -- the lifecycle: links, feedback, consolidated memories (one Put each; nothing deleted) --
     def unlink(self, memory_id: str, *, supersedes_id: str | None, by: str, editors: dict[str, list[str]]) -> Memory:
         """Undo supersedes links. `memory_id` is the newer memory (drop its link to `supersedes_id`, or all its
-        links when None) or the older one (drop the link of the memory that supersedes it). Allowed to the author
-        of either side, or an agent `editors` grants over either author. Returns the newer memory as stored."""
+        links when None) or the older one (drop the link of the memory that supersedes it). A link may be undone
+        by the author of either side, or an agent `editors` grants over either author: with no `supersedes_id`,
+        someone who may change only some older memories drops only the links to those. Returns the newer memory
+        as stored."""
         with self.lock.gen_wlock():
             head = self._visible_head(memory_id, by)
             if supersedes_id and supersedes_id == memory_id:
@@ -400,7 +402,10 @@ class Collection:
                 raise UserError(f"memory {memory_id!r} supersedes nothing and nothing supersedes it: there is no link "
                                 "to undo.")
             sides = [newer.author] + [self.memories[t].author for t in targets if t in self.memories]
-            if not any(may_edit(editors, by, side) for side in sides):
+            if not may_edit(editors, by, newer.author):  # then only the links to memories `by` may change
+                heads = self.memories
+                targets = [t for t in targets if t in heads and may_edit(editors, by, heads[t].author)]
+            if not targets:
                 raise UserError(f"you are {by!r}; only the authors of the linked memories ({', '.join(sorted(set(sides)))})"
                                 " or an agent [memory] editors grants over one of them may undo this link. Ask one of "
                                 "them.")

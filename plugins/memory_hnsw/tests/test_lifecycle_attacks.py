@@ -151,9 +151,6 @@ def test_a_link_to_a_deleted_id_never_supersedes_a_later_memory_of_that_id(serve
         call(server, "memory_delete", agent="wren", memory_id=wren)
 
 
-@pytest.mark.xfail(strict=True, reason="memory_unlink(memory_id=<kite's newer memory>) with no supersedes_id drops "
-                                       "ALL its links once the caller may undo ONE of them (it authored one target): "
-                                       "wren undoes kite's link between kite's own memories")
 def test_unlinking_all_links_drops_only_those_the_caller_may_undo(server):
     project = "atk-unlink-all"
     wren_old = call(server, "memory_store", agent="wren", project=project,
