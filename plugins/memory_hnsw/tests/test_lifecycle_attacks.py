@@ -226,10 +226,6 @@ def test_lifecycle_tools_answer_for_kites_private_turn_as_for_a_missing_one(serv
     server.wren_turn = wren_turn
 
 
-@pytest.mark.xfail(strict=True, reason="memory_unlink(memory_id=<own turn>, supersedes_id=<kite's turn id>) in "
-                                       "`sessions` says 'no memory' when kite's turn exists and 'does not supersede' "
-                                       "when it does not: an oracle for another agent's session turns (their ids "
-                                       "can be computed from agent, client and session id)")
 def test_memory_unlink_tells_nothing_about_kites_private_turns(server):
     kite_turn = capture_turn(server, "kite", "atk-kite-s2", "kite asked: which host runs the billing cron?")
     wren_turn = getattr(server, "wren_turn", None) or capture_turn(server, "wren", "atk-wren-s2", "wren: a turn")
