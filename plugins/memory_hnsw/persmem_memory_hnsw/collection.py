@@ -466,6 +466,22 @@ class Collection:
             self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)])
             return {"status": "updated", "id": memory.id, "chunks": len(labels)}
 
+    def restore_lifecycle(self, memory_id: str, *, supersedes: list[str], link_history: list[LinkChange],
+                          feedback: list[Feedback]) -> bool:
+        """Give a memory an import just stored its exported links, link history and feedback, as they were (no
+        permission checks: the operator's import). One log append, and none when they are already so. Returns
+        whether it wrote."""
+        with self.lock.gen_wlock():
+            if memory_id not in self.memories:
+                raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
+            current = self._load(memory_id)
+            wanted = (list(supersedes), list(link_history), trim_feedback(list(feedback)))
+            if (current.supersedes, current.link_history, current.feedback) == wanted:
+                return False
+            self._rewrite(msgspec.structs.replace(current, supersedes=wanted[0], link_history=wanted[1],
+                                                  feedback=wanted[2]))
+            return True
+
     def lifecycle_of(self, memory_id: str, now: float | None = None) -> dict:
         """A memory's place in the lifecycle: its links both ways, supersession chain, feedback, use, tier and
         staleness (what memory_get and the dashboard show)."""

@@ -168,9 +168,11 @@ def import_(path: Path) -> None:
                 batches.setdefault(name, []).append(item)
                 if item.memory_id and any(lifecycle.values()):
                     links.setdefault(name, {})[item.memory_id] = lifecycle
-        _store_batches(service, batches, author="import")
+        stored = _store_batches(service, batches, author="import")
         for name, fields in links.items():
-            restored = _restore_links(service.collection(name), fields)
+            # Only the memories this import stored: one already present keeps its own links and feedback.
+            restored = _restore_links(service.collection(name),
+                                      {k: v for k, v in fields.items() if k in stored.get(name, set())})
             if restored:
                 click.echo(f"{name}: restored the links and feedback of {restored} memories")
     finally:
@@ -223,24 +225,10 @@ def _lifecycle_from(record: dict) -> dict:
 
 
 def _restore_links(col, fields: dict[str, dict]) -> int:
-    """Give the imported memories their supersedes links, link history and feedback, as exported: one log
-    append per memory, after every memory of the file is stored (a link may name one stored after it). Only
-    what differs is written, so importing the same file again (after an interrupted import, say) finishes it."""
-    import msgspec
-
-    restored = 0
-    with col.lock.gen_wlock():
-        for memory_id, wanted in fields.items():
-            if memory_id not in col.memories:
-                continue
-            current = col._load(memory_id)
-            if (current.supersedes, current.link_history, current.feedback) == (
-                    wanted["supersedes"], wanted["link_history"], wanted["feedback"]):
-                continue
-            col._rewrite(msgspec.structs.replace(current, supersedes=wanted["supersedes"],
-                                                 link_history=wanted["link_history"], feedback=wanted["feedback"]))
-            restored += 1
-    return restored
+    """Give the memories just imported their supersedes links, link history and feedback, as exported: one log
+    append per memory, after every memory of the file is stored (a link may name one stored after it)."""
+    return sum(col.restore_lifecycle(memory_id, supersedes=wanted["supersedes"], link_history=wanted["link_history"],
+                                     feedback=wanted["feedback"]) for memory_id, wanted in fields.items())
 
 
 @memory.command()
@@ -317,12 +305,18 @@ def _created(record: dict) -> float | None:
     return None
 
 
-def _store_batches(service, batches: dict[str, list], author: str) -> None:
+def _store_batches(service, batches: dict[str, list], author: str) -> dict[str, set[str]]:
+    """Store each collection's items, skipping ids already present (left as they are). Returns the ids stored,
+    by collection."""
+    stored: dict[str, set[str]] = {}
     for name, items in batches.items():
         col = service.collection(name)
         todo = [item for item in items if item.memory_id not in col.memories]
-        stored = 0
+        ids = stored.setdefault(name, set())
         for start in range(0, len(todo), 500):
             results = col.store(todo[start : start + 500], author=author, dedup=False)
-            stored += sum(r["status"] == "stored" for r in results)
-        click.echo(f"{name}: imported {stored}, skipped {len(items) - len(todo)} already present")
+            ids.update(r["id"] for r in results if r["status"] == "stored")
+        skipped = len(items) - len(todo)
+        click.echo(f"{name}: imported {len(ids)}, skipped {skipped} already present"
+                   + (" (their links, feedback and history left as they are)" if skipped else ""))
+    return stored

@@ -289,9 +289,6 @@ def test_a_supersession_cycle_through_a_reused_id_breaks_nothing(server):
 
 # -- 4. a hostile import -----------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="`persmem memory import` skips a record whose id exists ('already present') "
-                                       "but still overwrites that memory's supersedes, link_history and feedback "
-                                       "with the file's (one rewrite, no version): history and verdicts lost")
 def test_an_import_never_rewrites_the_links_and_feedback_of_a_memory_already_present(tmp_path):
     home = tmp_path / "home"
     write_config(home, CONFIG)
