@@ -44,7 +44,7 @@ from .vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
 
-USAGE_NAME = "usage.msgpack"  # retrieval counts: id -> (count, last retrieved at), saved with the index
+USAGE_NAME = "usage.msgpack"  # retrieval counts: id -> (ranked count, last retrieved at, count), saved with the index
 MAX_NOTE_CHARS = 500  # a memory_validate note
 
 
@@ -88,7 +88,9 @@ class Collection:
         self.rows = Rows()
         self.vectors: VectorIndex | None = None
         self.changes_since_save = 0
-        self.usage: dict[str, tuple[int, float]] = {}  # retrievals: id -> (count, last retrieved at)
+        # Retrievals: id -> (by searches of other agents than its author: what ranking weighs, last retrieved at,
+        # by all searches: what memory_get shows). An author's own searches never raise its memory's rank.
+        self.usage: dict[str, tuple[int, float, int]] = {}
         self._usage_lock = threading.Lock()  # searches count retrievals under the read lock, side by side
         self._usage_changed = False
         self._upkeep_after = 0.0  # monotonic time before which _maintain does nothing (after a failure)
@@ -144,18 +146,23 @@ class Collection:
         self._save_usage()
 
     # -- retrieval counts (statistics: a crash loses those since the last save) --
-    def record_retrievals(self, ids: list[str]) -> None:
-        """Count one retrieval of each of `ids` (the results a search returned)."""
-        now = time.time()
+    def record_retrievals(self, ids: list[str], *, by: str | None = None) -> None:
+        """Count one retrieval of each of `ids` (the results a search by `by` returned). A memory `by` wrote
+        is counted, but not toward its rank: an agent searching its own memories again and again must not
+        lift them above the others'."""
+        now, heads = time.time(), self.rows.heads
         with self._usage_lock:
             for memory_id in ids:
-                count, _ = self.usage.get(memory_id, (0, 0.0))
-                self.usage[memory_id] = (count + 1, now)
+                head = heads.get(memory_id)
+                ranked, _, count = self.usage.get(memory_id, (0, 0.0, 0))
+                own = by is not None and head is not None and head.author == by
+                self.usage[memory_id] = (ranked + (not own), now, count + 1)
             self._usage_changed = self._usage_changed or bool(ids)
 
     def usage_of(self, memory_id: str) -> tuple[int, float]:
         """(retrievals, last retrieved at); (0, 0.0) for a memory never returned by a search."""
-        return self.usage.get(memory_id, (0, 0.0))
+        _, last, count = self.usage.get(memory_id, (0, 0.0, 0))
+        return count, last
 
     def _save_usage(self) -> None:
         with self._usage_lock:
@@ -164,13 +171,15 @@ class Collection:
         if live or (self.folder / USAGE_NAME).exists():
             atomic_write_bytes(self.folder / USAGE_NAME, msgspec.msgpack.encode(live))
 
-    def _load_usage(self) -> dict[str, tuple[int, float]]:
+    def _load_usage(self) -> dict[str, tuple[int, float, int]]:
         path = self.folder / USAGE_NAME
         try:
-            saved = msgspec.msgpack.decode(path.read_bytes(), type=dict[str, tuple[int, float]])
+            saved = msgspec.msgpack.decode(path.read_bytes(), type=dict[str, list[float]])
+            # (count, last) before own searches were told apart: all of them count toward the rank
+            saved = {k: (int(v[0]), float(v[1]), int(v[2] if len(v) > 2 else v[0])) for k, v in saved.items()}
         except FileNotFoundError:
             return {}
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:  # statistics: start again
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:  # statistics: start again
             log.warning("collection %s: retrieval counts in %s unreadable (%s); counting from zero", self.name,
                         path, exc)
             return {}
@@ -491,7 +500,7 @@ class Collection:
             if head is None:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}; memory_search finds ids.")
             feedback = self._load(memory_id).feedback
-            up, down = votes(feedback)
+            up, down = votes(feedback, head.author)
             count, last = self.usage_of(memory_id)
             linked = [*head.supersedes, *head.consolidates]
             return {

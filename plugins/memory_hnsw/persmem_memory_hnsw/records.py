@@ -117,22 +117,30 @@ def head_of(memory: Memory, strings: dict[str, str]) -> Head:
                 version=memory.version, chars=len(memory.content), first_label=labels[0] if labels else 0,
                 n_labels=len(labels), dedup_key=dedup_key(memory.project, memory.author, memory.content_hash),
                 supersedes=tuple(memory.supersedes), consolidates=tuple(memory.consolidates),
-                confidence=confidence(memory.feedback) if memory.feedback else 0.5,
+                confidence=confidence(memory.feedback, memory.author) if memory.feedback else 0.5,
                 valid_until=memory.valid_until, review_after=memory.review_after)
 
 
-def confidence(feedback: list[Feedback]) -> float:
-    """(1 + helpful) / (2 + helpful + unhelpful) over each agent's latest verdict: one agent is one vote, so
-    repeating a verdict weighs no more, and one agent alone moves a memory only to 2/3 or 1/3."""
-    up, down = votes(feedback)
+def confidence(feedback: list[Feedback], author: str = "") -> float:
+    """(1 + helpful) / (2 + helpful + unhelpful) over each agent's latest verdict (see `votes`): one agent is one
+    vote, so repeating a verdict weighs no more, and one agent alone moves a memory only to 2/3 or 1/3."""
+    up, down = votes(feedback, author)
     return (1 + up) / (2 + up + down)
 
 
-def votes(feedback: list[Feedback]) -> tuple[int, int]:
-    """(helpful, unhelpful) counting each agent's latest verdict only (`feedback` is oldest first)."""
+def votes(feedback: list[Feedback], author: str = "") -> tuple[int, int]:
+    """(helpful, unhelpful) counting each agent's latest verdict only (`feedback` is oldest first). The verdict
+    of the memory's `author` counts only against the others' balance, up to evening it: an author may answer a
+    verdict on its memory, but never lift (or sink) its own memory past neutral by itself."""
     latest = {entry.by: entry.helpful for entry in feedback}
+    own = latest.pop(author, None) if author else None
     up = sum(1 for helpful in latest.values() if helpful)
-    return up, len(latest) - up
+    down = len(latest) - up
+    if own is True and up < down:
+        up += 1
+    elif own is False and down < up:
+        down += 1
+    return up, down
 
 
 def trim_feedback(feedback: list[Feedback]) -> list[Feedback]:

@@ -281,7 +281,8 @@ def memory_search(
     reply = search_reply(query, collection, hits, config, searched_chars=SEARCHED_QUERY_CHARS, verbose=verbose,
                          took_ms=took_ms, marks=_marks(memories, collection, include_sessions))
     if col is not None:  # what the caller was shown counts as retrieved (best-effort statistics, never logged)
-        col.record_retrievals([item["id"] for item in reply["results"] if not item.get("session_turn")])
+        col.record_retrievals([item["id"] for item in reply["results"] if not item.get("session_turn")],
+                              by=call.agent)  # your own memories' rank is not raised by your own searches
     if not hits and asked.active() and col is not None:
         hint = _unknown_names_hint(col, asked, config, call.agent)
         if hint:
@@ -414,7 +415,7 @@ def memory_validate(memory_id: str, helpful: bool, note: str = "", collection: s
     used it. Each agent's latest verdict counts once toward the memory's confidence, (1 + helpful) / (2 +
     helpful + unhelpful) over the agents' verdicts; confidence nudges its search rank up or down a little
     (bounded: no agent can bury another's memory; one agent alone moves it by a few percent). Any memory you can
-    see. note: why, up to 500 characters (kept with your name and the time; memory_get with include_history
+    see; on your own memory your verdict only answers the others' (it can even them out, never go past). note: why, up to 500 characters (kept with your name and the time; memory_get with include_history
     shows the entries). A memory that is simply no longer true is better replaced: memory_store the current
     fact with supersedes=<its id>. Returns the new confidence and the counts."""
     if not isinstance(helpful, bool):

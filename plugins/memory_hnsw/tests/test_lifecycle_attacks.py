@@ -29,7 +29,7 @@ CLUSTER = ["The payments service retries a failed card charge three times, one h
 def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("lc-attack-home")
     write_config(home, CONFIG)
-    running = start_server(home, agents=("kite", "wren"))
+    running = start_server(home, agents=("kite", "wren", "owl"))  # owl: a bystander that only observes
     yield running
     running.stop()
 
@@ -179,10 +179,6 @@ def test_a_squatted_consolidated_id_does_not_block_kites_consolidation(server):
     assert done["created"] == 1 or "con_" in done.get("note", "")
 
 
-@pytest.mark.xfail(strict=True, reason="an agent's verdicts on its OWN memory and its own searches that return it "
-                                       "count: wren alone (one self-vote, one vote against kite's memory, 100 searches "
-                                       "for its own) moves its memory ~15% against kite's, though one agent is to move "
-                                       "another's by at most 5%")
 def test_one_agent_alone_shifts_its_memory_against_kites_by_at_most_five_percent(server):
     project = "atk-rank"
     for text in ("The billing service retries failed charges three times.",
@@ -194,8 +190,8 @@ def test_one_agent_alone_shifts_its_memory_against_kites_by_at_most_five_percent
     wren = call(server, "memory_store", agent="wren", project=project,
                 content="Staging runs its database, PostgreSQL, on the heron host.")["id"]
 
-    def ratio() -> float:
-        found = {r["id"]: r["score"] for r in call(server, "memory_search", project=project, top_k=10,
+    def ratio() -> float:  # seen by owl, neither party: its searches are retrievals of both memories alike
+        found = {r["id"]: r["score"] for r in call(server, "memory_search", agent="owl", project=project, top_k=10,
                                                    query="what database does staging use")["results"]}
         return found[wren] / found[kite]
 

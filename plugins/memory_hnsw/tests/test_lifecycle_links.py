@@ -1,13 +1,14 @@
 """The derived side of the lifecycle links (Rows.successor_of, Rows.consolidated_into) on Rows alone: it equals
 what the live heads give whatever the order of puts and removes, a link never reaches a later memory that only
-reuses a deleted target's id, and many memories linking one id replay in linear time."""
+reuses a deleted target's id, and many memories linking one id replay in linear time. And the votes rule: an
+author's verdict on its own memory only answers the others'."""
 
 from __future__ import annotations
 
 import random
 import time
 
-from persmem_memory_hnsw.records import Memory
+from persmem_memory_hnsw.records import Feedback, Memory, confidence, votes
 from persmem_memory_hnsw.rows import Rows
 
 
@@ -15,6 +16,20 @@ def memory(memory_id: str, created: float, *, supersedes=(), consolidates=(), au
     return Memory(id=memory_id, content=f"text of {memory_id}", project="p", type="fact", tags=[], author=author,
                   collection="memories", created=created, updated=created, content_hash=memory_id,
                   supersedes=list(supersedes), consolidates=list(consolidates))
+
+
+def verdicts(*pairs: tuple[str, bool]) -> list[Feedback]:
+    return [Feedback(by=by, at=float(i), helpful=helpful) for i, (by, helpful) in enumerate(pairs)]
+
+
+def test_an_authors_verdict_on_its_own_memory_only_answers_the_others():
+    assert confidence(verdicts(("wren", True)), "wren") == 0.5  # alone: no lift
+    assert confidence(verdicts(("wren", False)), "wren") == 0.5  # nor a sink
+    assert votes(verdicts(("kite", False), ("wren", True)), "wren") == (1, 1)  # evens one verdict against it
+    assert votes(verdicts(("kite", False), ("owl", False), ("wren", True)), "wren") == (1, 2)  # never more
+    assert votes(verdicts(("kite", True), ("wren", True)), "wren") == (1, 0)  # never past neutral
+    assert votes(verdicts(("kite", True), ("wren", False)), "wren") == (1, 1)
+    assert votes(verdicts(("kite", True), ("wren", True)), "") == (2, 0)  # no author given: every agent counts
 
 
 def put(rows: Rows, m: Memory) -> None:
