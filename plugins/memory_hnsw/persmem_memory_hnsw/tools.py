@@ -27,6 +27,9 @@ MAX_TOP_K = 20
 MAX_LINKED_IDS = 20  # ids one memory_store may name in supersedes
 MAX_NOTE_CHARS = 500  # a memory_validate note (records.Feedback.note)
 SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
+# Consolidated memories get the id "con_" + their first member's id (consolidate.consolidated_id), which anyone
+# can compute: a caller-chosen id with that prefix could take the id of another agent's consolidated memory.
+CONSOLIDATED_ID_PREFIX = "con_"
 
 
 def _service(call: CallContext) -> MemoryService:
@@ -53,7 +56,8 @@ def memory_store(
     - tags: comma-separated labels, e.g. "auth,jwt".
     - memory_type: session_note, decision, handoff, bug, pattern, preference, identity, directive, ...
     - memory_id: optional id of your choosing; by default one is generated. Not in a private collection
-      (like `sessions`): there the server gives every id, so leave it empty.
+      (like `sessions`): there the server gives every id, so leave it empty. Ids starting with "con_" are
+      reserved for consolidated memories.
     - dedup: when an identical or near-identical memory exists in the project, its id is returned
       with status "duplicate" instead of storing a copy (nothing is ever deleted).
     - supersedes: when this memory replaces older ones you know of (a fact that changed: "staging moved from
@@ -72,6 +76,7 @@ def memory_store(
     config = call.host.section("memory")
     if memory_id:
         _check_id_allowed(config, collection, "memory_id")
+        _check_not_reserved(memory_id, "memory_id")
     memory_type = parse_label(memory_type, "memory_type")
     item = NewMemory(content=content, project=parse_label(project, "project"), type=memory_type,
                      tags=parse_tags(tags), memory_id=memory_id,
@@ -149,6 +154,14 @@ def _check_id_allowed(config, collection: str, field: str) -> None:
                         f"given by the server. Leave {field} empty; the reply names the id stored.")
 
 
+def _check_not_reserved(memory_id: str, field: str) -> None:
+    """Refuse a chosen id that only the consolidation gives (CONSOLIDATED_ID_PREFIX)."""
+    if memory_id.startswith(CONSOLIDATED_ID_PREFIX):
+        raise UserError(f"{field} {shown(memory_id)} starts with {CONSOLIDATED_ID_PREFIX!r}, which is reserved for "
+                        "consolidated memories (memory_consolidate names them). Choose an id without that prefix, "
+                        f"or leave {field} empty and the server gives one.")
+
+
 def memory_bulk_store(
     chunks: str | list,
     project: str = "general",
@@ -190,6 +203,7 @@ def memory_bulk_store(
                                 f"{json.dumps(chunk[key])[:40]}; leave it out to use the default.")
         if chunk.get("id"):
             _check_id_allowed(call.host.section("memory"), collection, f"chunks[{i}].id")
+            _check_not_reserved(chunk["id"], f"chunks[{i}].id")
         items.append(NewMemory(
             content=chunk["content"],
             project=parse_label(chunk.get("project") or project, f"chunks[{i}].project"),
@@ -595,6 +609,7 @@ def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: st
         memory = col.update(entry_id, editor=call.agent, editors={}, content=content, tags=tag_list,
                             type=parse_label(entry_type, "entry_type"), project=parse_label(project, "project"))
         return {"status": "updated", **public(memory)}
+    _check_not_reserved(entry_id, "entry_id")
     item = NewMemory(content=content, project=parse_label(project, "project"), type=parse_label(entry_type, "entry_type"),
                      tags=tag_list, memory_id=entry_id)
     return col.store([item], author=call.agent, dedup=False)[0]

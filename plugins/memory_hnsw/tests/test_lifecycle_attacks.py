@@ -165,16 +165,21 @@ def test_unlinking_all_links_drops_only_those_the_caller_may_undo(server):
     assert call(server, "memory_get", memory_id=kite_old)["superseded_by"] == kite_new
 
 
-@pytest.mark.xfail(strict=True, reason="wren stores a memory under the id 'con_<kite's memory id>' (ids are visible, "
-                                       "consolidated ids predictable): kite's cluster is then never consolidated, and "
-                                       "memory_consolidate says only 'no cluster found', not why")
 def test_a_squatted_consolidated_id_does_not_block_kites_consolidation(server):
     project = "atk-con-squat"
     stored = call(server, "memory_bulk_store", chunks=json.dumps([{"content": t} for t in CLUSTER]), project=project,
                   context_chars=0)
     for item in stored["results"]:
-        call(server, "memory_store", agent="wren", project=project, memory_id=f"con_{item['id']}",
-             content="wren was here", dedup=False)
+        try:
+            call(server, "memory_store", agent="wren", project=project, memory_id=f"con_{item['id']}",
+                 content="wren was here", dedup=False)
+        except ToolCallError as refused:  # refusing the squat is a fine answer too, if it says why
+            assert "con_" in str(refused) and "reserved" in str(refused)
+    leader = stored["results"][0]["id"]
+    assert "reserved" in error(server, "memory_bulk_store", agent="wren", project=project,
+                               chunks=json.dumps([{"content": "wren was here", "id": f"con_{leader}"}]))
+    assert "reserved" in error(server, "bootstrap_update", agent="wren", entry_id=f"con_{leader}",
+                               content="wren was here")
     done = call(server, "memory_consolidate", project=project, dry_run=False)
     assert done["created"] == 1 or "con_" in done.get("note", "")
 
