@@ -26,6 +26,7 @@ from .sessions_answers import SESSIONS, session_hits, turn_fields
 MAX_TOP_K = 20
 MAX_LINKED_IDS = 20  # ids one memory_store may name in supersedes
 MAX_NOTE_CHARS = 500  # a memory_validate note (records.Feedback.note)
+CHAIN_SHOWN = 21  # steps of a supersession chain memory_get shows: the memory and the 20 nearest around it
 SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
 # Consolidated memories get the id "con_" + their first member's id (consolidate.consolidated_id), which anyone
 # can compute: a caller-chosen id with that prefix could take the id of another agent's consolidated memory.
@@ -350,7 +351,8 @@ def _unknown_names_hint(col, filters: Filters, config, agent: str) -> str | None
 def memory_get(memory_id: str, collection: str = "memories", include_history: bool = False,
                call: CallContext = None) -> dict:
     """Read one memory by id, with where it stands: superseded_by (the later memory that replaced it, if any),
-    supersedes, chain (the ids of the whole chain of restatements, oldest first), consolidated_into /
+    supersedes, chain (the ids of the chain of restatements, oldest first; of a long one the 21 around this
+    memory, with chain_length and chain_older_left_out / chain_newer_left_out), consolidated_into /
     consolidates, confidence (0-1, 0.5 with no feedback) and feedback counts, retrievals (how often searches
     returned it), tier (episodic, semantic or procedural), valid_until / review_after, expired, review_due.
     With include_history, also its previous versions (oldest first), its link_history (each link made or
@@ -360,7 +362,7 @@ def memory_get(memory_id: str, collection: str = "memories", include_history: bo
     memory = col.get(memory_id)
     check_visible(call.host.section("memory"), collection, call.agent, memory, memory_id)
     result = public(memory)
-    result.update(_lifecycle_fields(col.lifecycle_of(memory_id)))
+    result.update(_lifecycle_fields(col.lifecycle_of(memory_id), memory_id))
     if include_history:
         result["history"] = [public_version(v) for v in memory.history]
         result["link_history"] = [{"action": c.action, "target": c.target, "by": c.by, "at": iso(c.at),
@@ -371,11 +373,20 @@ def memory_get(memory_id: str, collection: str = "memories", include_history: bo
     return result
 
 
-def _lifecycle_fields(state: dict) -> dict:
-    """Collection.lifecycle_of as a reply shows it: times in ISO, a date that is not set as null."""
+def _lifecycle_fields(state: dict, memory_id: str) -> dict:
+    """Collection.lifecycle_of as a reply shows it: times in ISO, a date that is not set as null, a long chain
+    cut to the CHAIN_SHOWN steps nearest the memory (with how many older and newer ones are left out)."""
     fields = dict(state)
     for key in ("valid_until", "review_after", "last_retrieved"):
         fields[key] = iso(fields[key]) if fields.get(key) else None
+    chain = fields["chain"]
+    if len(chain) > CHAIN_SHOWN:
+        at = chain.index(memory_id)
+        start = max(0, min(at - CHAIN_SHOWN // 2, len(chain) - CHAIN_SHOWN))
+        fields["chain"] = chain[start : start + CHAIN_SHOWN]
+        fields["chain_length"] = len(chain)
+        fields["chain_older_left_out"] = start
+        fields["chain_newer_left_out"] = len(chain) - start - CHAIN_SHOWN
     return fields
 
 
@@ -429,8 +440,9 @@ def memory_validate(memory_id: str, helpful: bool, note: str = "", collection: s
     used it. Each agent's latest verdict counts once toward the memory's confidence, (1 + helpful) / (2 +
     helpful + unhelpful) over the agents' verdicts; confidence nudges its search rank up or down a little
     (bounded: no agent can bury another's memory; one agent alone moves it by a few percent). Any memory you can
-    see; on your own memory your verdict only answers the others' (it can even them out, never go past). note: why, up to 500 characters (kept with your name and the time; memory_get with include_history
-    shows the entries). A memory that is simply no longer true is better replaced: memory_store the current
+    see; on your own memory your verdict only answers the others' (it can even them out, never go past).
+    note: why, up to 500 characters (kept with your name and the time; memory_get with include_history shows
+    the entries). A memory that is simply no longer true is better replaced: memory_store the current
     fact with supersedes=<its id>. Returns the new confidence and the counts."""
     if not isinstance(helpful, bool):
         raise UserError(f"helpful must be true or false, got {shown(helpful)}.")

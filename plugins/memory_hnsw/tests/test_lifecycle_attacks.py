@@ -288,6 +288,28 @@ def test_a_supersession_cycle_through_a_reused_id_breaks_nothing(server):
     assert call(server, "memory_stats", project=project)["count"] == 2
 
 
+def test_a_long_supersession_chain_gives_a_bounded_memory_get(server):
+    project = "atk-chain"
+    ids_ = [call(server, "memory_store", agent="wren", project=project, memory_id="atk-chain-0",
+                 content="Step 0 of the release checklist.")["id"]]
+    for n in range(1, 40):  # each restatement supersedes the one before: a chain of 40
+        ids_.append(call(server, "memory_store", agent="wren", project=project, memory_id=f"atk-chain-{n}",
+                         supersedes=ids_[-1], dedup=False,
+                         content=f"Step {n} of the release checklist, revised.")["id"])
+    middle = call(server, "memory_get", agent="wren", memory_id=ids_[20])
+    assert middle["chain"] == ids_[10:31] and middle["chain_length"] == 40
+    assert (middle["chain_older_left_out"], middle["chain_newer_left_out"]) == (10, 9)
+    oldest = call(server, "memory_get", agent="wren", memory_id=ids_[0])
+    assert oldest["chain"] == ids_[:21] and oldest["chain_newer_left_out"] == 19
+    newest = call(server, "memory_get", agent="wren", memory_id=ids_[-1])
+    assert newest["chain"] == ids_[-21:] and newest["chain_older_left_out"] == 19
+    old = call(server, "memory_store", agent="wren", project=project, content="The freeze starts on Mondays.")["id"]
+    new = call(server, "memory_store", agent="wren", project=project, supersedes=old,
+               content="The code freeze now starts on Fridays.")["id"]
+    short = call(server, "memory_get", agent="wren", memory_id=new)
+    assert short["chain"] == [old, new] and "chain_length" not in short
+
+
 # -- 4. a hostile import -----------------------------------------------------------------------------------------
 
 def test_an_import_never_rewrites_the_links_and_feedback_of_a_memory_already_present(tmp_path):
