@@ -60,7 +60,7 @@ class LifecycleView:
     include_expired: bool = False
     recency_weight: float = 0.0
     private: bool = False
-    usage: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (retrievals, last retrieved at)
+    usage: dict[str, tuple[int, float, int]] = field(default_factory=dict)  # id -> (retrievals by others, last at, all)
 
 
 def expired(valid_until: float, now: float) -> bool:

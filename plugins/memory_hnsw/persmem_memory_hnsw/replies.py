@@ -245,7 +245,7 @@ def lifecycle_marks(memory: Memory, links: LifecycleLinks) -> dict:
     if memory.consolidates:
         marks["consolidates"] = len(memory.consolidates)
     if memory.feedback:
-        marks["confidence"] = round(confidence(memory.feedback), 3)
+        marks["confidence"] = round(confidence(memory.feedback, memory.author), 3)
     if memory.valid_until and memory.valid_until <= links.now:
         marks["expired"] = True
     if memory.review_after and memory.review_after <= links.now:
