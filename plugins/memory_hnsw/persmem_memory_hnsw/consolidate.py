@@ -25,7 +25,15 @@ consolidated memories only, each listing members that exist. Members are not tou
 (ranked below their consolidated memory: `[memory] consolidated_member_weight`).
 
 Similarity is the cosine of memory vectors: the mean of a memory's chunk vectors (from the log: exact float32),
-normalised. It is computed exactly, in blocks of leaders against the group's unassigned candidates (numpy).
+normalised. Who is in a cluster is decided on exact similarities (float64, rounded to 1e-9 so equal vectors
+tie and the older wins). How a leader finds its neighbours: by a pass over the group's unassigned candidates
+(blocks of leaders, one numpy matrix product each: O(n) per leader, so O(n^2) per group), or, in a large group
+whose leaders mostly stay alone (where that pass costs most), from an hnswlib graph of the group's unassigned
+candidates built for the run (_GroupGraph: O(n log n)). The switch is decided on counts, never on time, and
+the graph is built on one thread in (created, id) order with a fixed seed: the same store gives the same
+clusters on every run. The graph only proposes neighbours; it gives the exact pass's clusters unless it misses
+one above the threshold among a leader's nearest (measured: none on the benchmark data; a miss leaves that
+memory to a catch-up pass, or unclustered). The snapshot holds the read lock; the plan runs without it.
 `ConsolidationJob` runs it when the server is idle.
 """
 
@@ -57,6 +65,13 @@ STATEMENT_CHARS = 300  # a representative statement is a member's first sentence
 MAX_TAGS = 20
 PREVIEW_CHARS = 300
 LEADER_BLOCK = 512  # leaders scored at once against the unassigned candidates (one matrix product)
+# A pass over every candidate costs O(n) per leader, O(n^2) per group (100,000 memories of one project and author:
+# ~130 s); a graph of the group costs O(n log n) to build and query. Measured crossover (2 cores): ~8,000.
+GRAPH_MIN_CANDIDATES = 8000
+GRAPH_NODE_COST = 10_000  # adding one memory to the graph and asking it once costs ~ this many exact similarities
+GRAPH_NEIGHBOURS = 32  # neighbours asked of the graph per leader (a cluster has at most MAX_MEMBERS)
+GRAPH_M, GRAPH_EF_CONSTRUCTION, GRAPH_EF, GRAPH_SEED = 16, 100, 128, 100
+SCREEN_MARGIN = 1e-3  # float32 screens keep what is this close below the threshold; float64 decides
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 
 
@@ -115,9 +130,12 @@ class _Group:
 
 
 def consolidate(col, config, *, author: str | None = None, project: str | None = None, dry_run: bool,
-                now: float | None = None, stop: threading.Event | None = None) -> ConsolidationReport:
+                now: float | None = None, stop: threading.Event | None = None,
+                graph: bool | None = None) -> ConsolidationReport:
     """Consolidate the mature clusters of `col` (only `author`'s and `project`'s memories when given; None: all).
-    With `dry_run`, report what would be written and write nothing. `stop` ends the run between clusters."""
+    With `dry_run`, report what would be written and write nothing. `stop` ends the run between clusters.
+    `graph` forces how leaders find their neighbours (True: a graph of the group, False: a pass over every
+    candidate; None: whichever costs less, see _graph_pays); for tests and measurements."""
     started = time.monotonic()
     now = time.time() if now is None else now
     report = ConsolidationReport(collection=col.name, dry_run=dry_run)
@@ -132,7 +150,7 @@ def consolidate(col, config, *, author: str | None = None, project: str | None =
             break
         group = groups[key]
         report.candidates += len(group.ids)
-        planned = _plan_group(group, threshold, config.consolidate_min_cluster, stop)
+        planned = _plan_group(group, threshold, config.consolidate_min_cluster, stop, graph)
         for action, con_id, members, new in planned:
             if stop is not None and stop.is_set():
                 report.stopped = True
@@ -209,11 +227,13 @@ def consolidated_id(leader_id: str) -> str:
 
 # -- 2. the plan: growth, then new clusters (exact cosine, numpy) ----------------------------------------------
 
-def _plan_group(group: _Group, threshold: float, min_cluster: int,
-                stop: threading.Event | None) -> list[tuple[str, str, list[int], list[int]]]:
+def _plan_group(group: _Group, threshold: float, min_cluster: int, stop: threading.Event | None,
+                graph: bool | None = None) -> list[tuple[str, str, list[int], list[int]]]:
     """[(action, consolidated id, member positions in the group (all), new member positions)], in a fixed
     order. Positions index group.ids; an existing consolidated memory's old members are not positions (its
-    own list is used), so for "grow" `members` holds only the new ones too."""
+    own list is used), so for "grow" `members` holds only the new ones too. A leader's neighbours come from a
+    pass over every unassigned candidate, or (`graph`; None: when at least GRAPH_MIN_CANDIDATES are
+    unassigned) from a graph of the group (_GroupGraph): the same clusters, found sooner in a large group."""
     n = len(group.ids)
     if n == 0:
         return []
@@ -225,46 +245,165 @@ def _plan_group(group: _Group, threshold: float, min_cluster: int,
     if group.consolidated:
         anchors = np.vstack([anchor for _, _, anchor in group.consolidated])
         room = [MAX_MEMBERS - len(members) for _, members, _ in group.consolidated]
-        joining: dict[int, list[int]] = {}
-        for start in range(0, n, 4096):
-            sims = vectors[start : start + 4096] @ anchors.T
-            for offset, row in enumerate(sims):
-                order = np.argsort(-row, kind="stable")  # ties: the consolidated memory listed first
-                for c in order:
-                    if row[c] < threshold:
-                        break
-                    if room[c] > 0:
-                        room[c] -= 1
-                        joining.setdefault(int(c), []).append(start + offset)
-                        assigned[start + offset] = True
-                        break
+        joining = _join(vectors, assigned, anchors, room, threshold)
         for c in sorted(joining):
             plan.append(("grow", group.consolidated[c][0], joining[c], joining[c]))
 
     # New clusters: leaders in (created, id) order, each against the still unassigned candidates.
-    order = np.flatnonzero(~assigned)
-    for block_start in range(0, len(order), LEADER_BLOCK):
+    positions = np.flatnonzero(~assigned)
+    neighbours: _GroupGraph | None = None
+    led = consumed = 0  # leaders so far, and the candidates they took (a leader alone: 1; a cluster: its size)
+    for block_start in range(0, len(positions), LEADER_BLOCK):
         if stop is not None and stop.is_set():
             break
-        leaders = order[block_start : block_start + LEADER_BLOCK]
-        leaders = leaders[~assigned[leaders]]
+        block = positions[block_start : block_start + LEADER_BLOCK]
+        leaders = block[~assigned[block]]
         if len(leaders) == 0:
             continue
         free = np.flatnonzero(~assigned)
-        sims = vectors[leaders] @ vectors[free].T  # (leaders, free candidates)
+        if neighbours is None and _graph_pays(graph, len(free), positions[block_start:], assigned, led, consumed):
+            neighbours = _GroupGraph(vectors, free, stop)
+        if neighbours is not None:
+            found = neighbours.query(vectors[leaders])  # (leaders, k) positions, or None: score them all
+        else:
+            sims = vectors[leaders] @ vectors[free].T  # (leaders, free candidates)
         for li, leader in enumerate(leaders.tolist()):
             if assigned[leader]:
                 continue
-            near = np.flatnonzero(sims[li] >= threshold)
-            near = near[~assigned[free[near]] & (free[near] != leader)]
-            if len(near) + 1 < min_cluster:
+            if neighbours is None:
+                near = free[sims[li] >= threshold - SCREEN_MARGIN]
+            else:
+                near = None if found is None else neighbours.above(found[li], vectors, assigned, leader, threshold)
+                if near is None:  # more may lie past what the graph returned
+                    near = _screen_all(vectors, assigned, leader, threshold)
+            chosen = _members(vectors, assigned, leader, near, threshold, min_cluster)
+            led, consumed = led + 1, consumed + (1 if chosen is None else len(chosen))
+            if chosen is None:
                 continue
-            # The most similar first (ties: the older), at most MAX_MEMBERS with the leader.
-            best = np.lexsort((free[near], -sims[li][near]))[: MAX_MEMBERS - 1]
-            chosen = [leader, *free[near][best].tolist()]
             assigned[chosen] = True
             plan.append(("create", consolidated_id(group.ids[leader]), chosen, chosen))
+    # Catch-up: a candidate still unassigned joins the most similar new cluster with room whose leader it reaches,
+    # as growth would make it join on the next run (so that run has nothing to add). After a pass over every
+    # candidate there is none (the leader took it); after the graph, there is one where the graph missed it.
+    created = [i for i, entry in enumerate(plan) if entry[0] == "create"]
+    if created and not (stop is not None and stop.is_set()):
+        anchors = vectors[[plan[i][2][0] for i in created]]
+        joining = _join(vectors, assigned, anchors, [MAX_MEMBERS - len(plan[i][2]) for i in created], threshold)
+        for c, late in joining.items():
+            action, con_id, members, _ = plan[created[c]]
+            plan[created[c]] = (action, con_id, [*members, *late], [*members, *late])
     return plan
+
+
+def _join(vectors: np.ndarray, assigned: np.ndarray, anchors: np.ndarray, room: list[int],
+          threshold: float) -> dict[int, list[int]]:
+    """Each unassigned candidate (oldest first) joins the most similar anchor with room (ties: the one listed
+    first) whose similarity reaches the threshold: {anchor index: joining positions}. Marks them assigned and
+    uses up `room`. Decided in float64, like _members."""
+    joining: dict[int, list[int]] = {}
+    free = np.flatnonzero(~assigned)
+    for start in range(0, len(free), 4096):
+        part = free[start : start + 4096]
+        sims = vectors[part] @ anchors.T
+        for offset in np.flatnonzero(sims.max(axis=1) >= threshold - SCREEN_MARGIN).tolist():
+            position = int(part[offset])
+            near = np.flatnonzero(sims[offset] >= threshold - SCREEN_MARGIN)
+            exact = np.round(anchors[near].astype(np.float64) @ vectors[position].astype(np.float64), 9)
+            for c in near[np.lexsort((near, -exact))][exact[np.lexsort((near, -exact))] >= threshold].tolist():
+                if room[c] > 0:
+                    room[c] -= 1
+                    joining.setdefault(c, []).append(position)
+                    assigned[position] = True
+                    break
+    return joining
+
+
+def _graph_pays(graph: bool | None, free: int, ahead: np.ndarray, assigned: np.ndarray, led: int,
+                consumed: int) -> bool:
+    """Switch the rest of a group's leaders to a graph now? Forced by `graph` (True/False). Otherwise once the
+    first leaders have shown how many candidates a leader takes (`consumed / led`), when at least
+    GRAPH_MIN_CANDIDATES are unassigned and the passes still to come (the leaders expected among the unassigned
+    positions `ahead`, each scoring every unassigned candidate) cost more than building the graph and asking
+    it. Many one-off memories (each leads alone) switch; leaders that gather full clusters stay exact (the
+    unassigned shrink fast). Decided on counts only, never on time: deterministic."""
+    if graph is not None:
+        return graph and free > 1
+    if free < GRAPH_MIN_CANDIDATES or led == 0:
+        return False
+    leaders_left = int(np.count_nonzero(~assigned[ahead])) * led / consumed
+    return leaders_left * free > GRAPH_NODE_COST * (free + leaders_left)
+
+
+def _members(vectors: np.ndarray, assigned: np.ndarray, leader: int, near: np.ndarray, threshold: float,
+             min_cluster: int) -> list[int] | None:
+    """The cluster `leader` starts from the candidate positions `near` (a superset of those that qualify), or
+    None when too few qualify. The decision is made on float64 similarities, so it does not depend on how `near`
+    was found (a float32 matrix product or the graph): both paths decide alike."""
+    near = near[~assigned[near] & (near != leader)]
+    if len(near) + 1 < min_cluster:
+        return None
+    # Rounded: equal vectors tie exactly (then the older wins), whichever matrix shape the product ran in.
+    sims = np.round(vectors[near].astype(np.float64) @ vectors[leader].astype(np.float64), 9)
+    keep = sims >= threshold
+    near, sims = near[keep], sims[keep]
+    if len(near) + 1 < min_cluster:
+        return None
+    best = np.lexsort((near, -sims))[: MAX_MEMBERS - 1]  # the most similar first (ties: the older)
+    return [leader, *near[best].tolist()]
+
+
+def _screen_all(vectors: np.ndarray, assigned: np.ndarray, leader: int, threshold: float) -> np.ndarray:
+    """Every unassigned candidate within the float32 screen of `leader` (one matrix-vector product)."""
+    return np.flatnonzero((vectors @ vectors[leader] >= threshold - SCREEN_MARGIN) & ~assigned)
+
+
+class _GroupGraph:
+    """An hnswlib graph of one group's unassigned candidates (their memory vectors, labelled by position), built
+    for this run only: a leader's neighbours come from it in O(log n) instead of a pass over the whole group.
+
+    Deterministic: the graph is built on one thread, in the group's (created, id) order, with hnswlib's fixed
+    level seed, from the snapshot's vectors: the same store gives the same graph and the same answers. (The
+    collection's own graph is not used: it holds chunks, not memory vectors, of every project and author, and
+    its shape depends on the order of past writes and rebuilds, and on this run's own writes.)
+    The graph only proposes: every member is decided by exact similarity (_members), and a leader whose k
+    nearest all reach the threshold is scored against every candidate (cut_short), so the clusters are the
+    exact path's whenever the graph finds each candidate above the threshold among a leader's k nearest."""
+
+    def __init__(self, vectors: np.ndarray, positions: np.ndarray, stop: threading.Event | None):
+        import hnswlib
+
+        self.k = min(GRAPH_NEIGHBOURS, len(positions))
+        self.index = hnswlib.Index(space="ip", dim=vectors.shape[1])
+        self.index.init_index(max_elements=len(positions), M=GRAPH_M, ef_construction=GRAPH_EF_CONSTRUCTION,
+                              random_seed=GRAPH_SEED)
+        self.index.set_num_threads(1)
+        for start in range(0, len(positions), 8192):  # in parts, so a server shutdown need not wait for it
+            if stop is not None and stop.is_set():
+                break
+            part = positions[start : start + 8192]
+            self.index.add_items(vectors[part], part.astype(np.uint64), num_threads=1)
+        self.index.set_ef(max(GRAPH_EF, self.k))
+
+    def query(self, queries: np.ndarray) -> np.ndarray | None:
+        """The positions of each query's k nearest candidates; None when the graph cannot answer (too few
+        reachable, or a stopped build): the caller then scores every candidate."""
+        try:
+            labels, _ = self.index.knn_query(queries, k=self.k, num_threads=1)
+        except RuntimeError:
+            return None
+        return labels.astype(np.int64)
+
+    def above(self, found: np.ndarray, vectors: np.ndarray, assigned: np.ndarray, leader: int,
+              threshold: float) -> np.ndarray | None:
+        """The positions among `found` (the leader's k nearest) within the screen of the threshold. None when all
+        k are and fewer than a full cluster of them is unassigned (a crowd: more may qualify past them, and a
+        graph finds a crowd's members least reliably): the caller then scores every candidate. (When a full
+        cluster is unassigned among them, the most similar are among them.)"""
+        sims = vectors[found] @ vectors[leader]
+        screened = found[sims >= threshold - SCREEN_MARGIN]
+        if len(found) < self.k or len(screened) < len(found):
+            return screened
+        return screened if np.count_nonzero(~assigned[screened] & (screened != leader)) >= MAX_MEMBERS - 1 else None
 
 
 # -- 3. the text, and the write -------------------------------------------------------------------------------
