@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -280,3 +281,50 @@ def persmem_stdio(persmem_env):
                 yield client
 
     return connect
+
+
+# -- the dashboard in a real browser (Chromium from the distribution, driven by Playwright) ----------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+
+
+@contextlib.contextmanager
+def chromium_browser(artifacts: Path | None = None) -> Iterator[Any]:
+    """A headless Chromium for a test module (`artifacts`: a folder for screenshots, made if missing). Playwright is
+    imported here: only browser tests need it."""
+    from playwright.sync_api import sync_playwright
+
+    if artifacts is not None:
+        artifacts.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--disable-background-networking", "--disable-component-update",
+                                           "--no-first-run"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@contextlib.contextmanager
+def browser_page(browser, width: int = 1280, height: int = 900) -> Iterator[Any]:
+    """A page in a fresh browser context; `page.dialogs` collects (and dismisses) every alert, so a test can assert
+    that hostile text never ran."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def dashboard_login(page, server: RunningServer, agent: str = "kite", landing: str = "overview") -> str:
+    """Log `agent` in to the server's dashboard with its token; returns the dashboard's base URL."""
+    base = server.url.replace("/mcp", "/dashboard")
+    page.goto(base + "/login")
+    page.fill("#token", server.tokens[agent])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/{landing}")
+    return base

@@ -1,14 +1,12 @@
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from dashfixtures import ARTIFACTS, tool
-from persmem_core.testing import clean_env, start_server, write_config
+from persmem_core.testing import browser_page, chromium_browser, clean_env, start_server, write_config
 
 HERE = Path(__file__).parent
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
@@ -41,22 +39,11 @@ def seed(server):
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--disable-background-networking", "--disable-component-update",
-                                           "--no-first-run"])
+    with chromium_browser(ARTIFACTS) as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.dialogs = []
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    yield page
-    context.close()
+    with browser_page(browser) as page:
+        yield page

@@ -2,16 +2,9 @@
 
 from pathlib import Path
 
+from persmem_core.testing import dashboard_login as login  # noqa: F401 - the dashboard tests' name for it
+
 ARTIFACTS = Path(__file__).parents[3] / "test-artifacts" / "dashboard"
-
-
-def login(page, server, agent="kite", landing="overview"):
-    base = server.url.replace("/mcp", "/dashboard")
-    page.goto(base + "/login")
-    page.fill("#token", server.tokens[agent])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/{landing}")
-    return base
 
 
 def csrf_of(html: str) -> str:

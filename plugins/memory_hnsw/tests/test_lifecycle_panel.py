@@ -6,16 +6,15 @@ logged-in agent only its own entries."""
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from persmem_core.testing import clean_env, start_server, write_config
+from persmem_core.testing import browser_page, chromium_browser, clean_env, start_server, write_config
+from persmem_core.testing import dashboard_login as login
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parents[3] / "test-artifacts" / "dashboard"  # screenshots, as the dashboard's tests
 HOSTILE = "<img src=x onerror=alert('lc')><script>alert('lifecycle xss')</script> kept as text"
 
@@ -34,25 +33,14 @@ def lc_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lc_browser():
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--disable-background-networking", "--disable-component-update",
-                                           "--no-first-run"])
+    with chromium_browser(ARTIFACTS) as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture
 def lc_page(lc_browser):
-    context = lc_browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.dialogs = []
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    yield page
-    context.close()
+    with browser_page(lc_browser) as page:
+        yield page
 
 
 def call(server, name, args, agent):
@@ -60,14 +48,6 @@ def call(server, name, args, agent):
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(server.call_tool, name, args, agent=agent).result(timeout=120)
 
-
-def login(page, server, agent="kite") -> str:
-    base = server.url.replace("/mcp", "/dashboard")
-    page.goto(base + "/login")
-    page.fill("#token", server.tokens[agent])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/overview")
-    return base
 
 
 def shot(page, name):

@@ -5,7 +5,6 @@ transcript shown as text; and another agent sees none of kite's sessions, not ev
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -14,13 +13,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from persmem_core.testing import clean_env, start_server
+from persmem_core.testing import browser_page, chromium_browser, clean_env, start_server
+from persmem_core.testing import dashboard_login as login
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_import_backfill import claude_transcript, codex_rollout, plugin_env  # noqa: E402
 
 PERSMEM = Path(sys.executable).parent / "persmem"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parents[3] / "test-artifacts" / "sessions"
 LONG_OUTPUT = "\n".join(f"tests/test_tile_{i}.py::test_render PASSED" for i in range(400))
 XSS = "<script>alert('transcript xss')</script><img src=x onerror=alert(2)>"
@@ -71,34 +70,15 @@ def wait_indexed(server, timeout: float = 60) -> None:
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--disable-background-networking", "--disable-component-update",
-                                           "--no-first-run"])
+    with chromium_browser(ARTIFACTS) as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.dialogs = []
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    yield page
-    context.close()
+    with browser_page(browser) as page:
+        yield page
 
-
-def login(page, server, agent: str) -> str:
-    base = server.url.replace("/mcp", "/dashboard")
-    page.goto(base + "/login")
-    page.fill("#token", server.tokens[agent])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/overview")
-    return base
 
 
 def shot(page, name: str) -> None:
