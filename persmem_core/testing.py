@@ -11,6 +11,8 @@ persmem installed can use them:
   async MCP client session, `.tokens[agent]` the agent's bearer token.
 - `persmem_stdio(agent)`: an async MCP client connected to `persmem serve
   --transport stdio` in a subprocess (the agent is registered first if new).
+- `chromium_browser()`, `browser_page(browser)`, `dashboard_login(page, server,
+  agent)`: the dashboard in a real headless Chromium (Playwright).
 """
 
 from __future__ import annotations
