@@ -69,6 +69,7 @@ LEADER_BLOCK = 512  # leaders scored at once against the unassigned candidates (
 # ~130 s); a graph of the group costs O(n log n) to build and query. Measured crossover (2 cores): ~8,000.
 GRAPH_MIN_CANDIDATES = 8000
 GRAPH_NODE_COST = 10_000  # adding one memory to the graph and asking it once costs ~ this many exact similarities
+GRAPH_WIDER = 4  # a leader the graph gave some but too few neighbours asks again for 4x as many, 4x as wide
 GRAPH_NEIGHBOURS = 32  # neighbours asked of the graph per leader (a cluster has at most MAX_MEMBERS)
 GRAPH_M, GRAPH_EF_CONSTRUCTION, GRAPH_EF, GRAPH_SEED = 16, 100, 128, 100
 SCREEN_MARGIN = 1e-3  # float32 screens keep what is this close below the threshold; float64 decides
@@ -277,6 +278,11 @@ def _plan_group(group: _Group, threshold: float, min_cluster: int, stop: threadi
                 if near is None:  # more may lie past what the graph returned
                     near = _screen_all(vectors, assigned, leader, threshold)
             chosen = _members(vectors, assigned, leader, near, threshold, min_cluster)
+            if chosen is None and neighbours is not None and np.any(~assigned[near] & (near != leader)):
+                # Some, but too few: the leader the graph most likely shortchanged. Ask it again, wider.
+                wider = neighbours.wider(vectors, assigned, leader, threshold)
+                chosen = _members(vectors, assigned, leader, _screen_all(vectors, assigned, leader, threshold)
+                                  if wider is None else wider, threshold, min_cluster)
             led, consumed = led + 1, consumed + (1 if chosen is None else len(chosen))
             if chosen is None:
                 continue
@@ -365,27 +371,42 @@ class _GroupGraph:
     level seed, from the snapshot's vectors: the same store gives the same graph and the same answers. (The
     collection's own graph is not used: it holds chunks, not memory vectors, of every project and author, and
     its shape depends on the order of past writes and rebuilds, and on this run's own writes.)
-    The graph only proposes: every member is decided by exact similarity (_members), and a leader whose k
-    nearest all reach the threshold is scored against every candidate (cut_short), so the clusters are the
-    exact path's whenever the graph finds each candidate above the threshold among a leader's k nearest."""
+    The graph only proposes: every member is decided by exact similarity (_members); a leader whose k nearest
+    all qualify (a crowd) is scored against every candidate, and one given some but too few asks again wider.
+    Identical vectors (the same text stored twice) enter the graph once (hnswlib prunes exact twins from each
+    other's links, and then misses them); a found one stands for all its twins."""
 
     def __init__(self, vectors: np.ndarray, positions: np.ndarray, stop: threading.Event | None):
         import hnswlib
 
-        self.k = min(GRAPH_NEIGHBOURS, len(positions))
+        first_of: dict[bytes, int] = {}
+        twins: dict[int, list[int]] = {}
+        for position in positions.tolist():
+            key = hashlib.blake2b(vectors[position].tobytes(), digest_size=16).digest()
+            first = first_of.setdefault(key, position)
+            if first != position:
+                twins.setdefault(first, [first]).append(position)
+        self.twins = {first: np.asarray(all_of, dtype=np.int64) for first, all_of in twins.items()}
+        self.has_twins = np.zeros(len(vectors), dtype=bool)
+        self.has_twins[list(self.twins)] = True
+        self.first_twin = np.arange(len(vectors), dtype=np.int64)  # position -> its twins' first (the one in the graph)
+        for first, all_of in self.twins.items():
+            self.first_twin[all_of] = first
+        distinct = np.asarray(sorted(set(first_of.values())), dtype=np.int64)  # (created, id) order
+        self.k = min(GRAPH_NEIGHBOURS, len(distinct))
         self.index = hnswlib.Index(space="ip", dim=vectors.shape[1])
-        self.index.init_index(max_elements=len(positions), M=GRAPH_M, ef_construction=GRAPH_EF_CONSTRUCTION,
+        self.index.init_index(max_elements=len(distinct), M=GRAPH_M, ef_construction=GRAPH_EF_CONSTRUCTION,
                               random_seed=GRAPH_SEED)
         self.index.set_num_threads(1)
-        for start in range(0, len(positions), 8192):  # in parts, so a server shutdown need not wait for it
+        for start in range(0, len(distinct), 8192):  # in parts, so a server shutdown need not wait for it
             if stop is not None and stop.is_set():
                 break
-            part = positions[start : start + 8192]
+            part = distinct[start : start + 8192]
             self.index.add_items(vectors[part], part.astype(np.uint64), num_threads=1)
         self.index.set_ef(max(GRAPH_EF, self.k))
 
     def query(self, queries: np.ndarray) -> np.ndarray | None:
-        """The positions of each query's k nearest candidates; None when the graph cannot answer (too few
+        """The positions of each query's k nearest distinct vectors; None when the graph cannot answer (too few
         reachable, or a stopped build): the caller then scores every candidate."""
         try:
             labels, _ = self.index.knn_query(queries, k=self.k, num_threads=1)
@@ -393,17 +414,39 @@ class _GroupGraph:
             return None
         return labels.astype(np.int64)
 
+    def _with_twins(self, found: np.ndarray, leader: int) -> np.ndarray:
+        """`found` with each one's twins, and the leader's (a graph may miss a query's own vector)."""
+        found = np.unique(np.append(found, self.first_twin[leader]))
+        if not self.has_twins[found].any():
+            return found
+        return np.concatenate([self.twins[f] if self.has_twins[f] else [f] for f in found.tolist()]).astype(np.int64)
+
     def above(self, found: np.ndarray, vectors: np.ndarray, assigned: np.ndarray, leader: int,
               threshold: float) -> np.ndarray | None:
-        """The positions among `found` (the leader's k nearest) within the screen of the threshold. None when all
-        k are and fewer than a full cluster of them is unassigned (a crowd: more may qualify past them, and a
-        graph finds a crowd's members least reliably): the caller then scores every candidate. (When a full
-        cluster is unassigned among them, the most similar are among them.)"""
+        """The positions among `found` (the leader's k nearest, with their twins) within the screen of the
+        threshold. None when all k are and fewer than a full cluster of them is unassigned (a crowd: more may
+        qualify past them): the caller then scores every candidate. (When a full cluster is unassigned among
+        them, the most similar are among them.)"""
         sims = vectors[found] @ vectors[leader]
-        screened = found[sims >= threshold - SCREEN_MARGIN]
-        if len(found) < self.k or len(screened) < len(found):
+        screened = self._with_twins(found[sims >= threshold - SCREEN_MARGIN], leader)
+        if len(found) < self.k or sims.min() < threshold - SCREEN_MARGIN:
             return screened
         return screened if np.count_nonzero(~assigned[screened] & (screened != leader)) >= MAX_MEMBERS - 1 else None
+
+    def wider(self, vectors: np.ndarray, assigned: np.ndarray, leader: int, threshold: float) -> np.ndarray | None:
+        """`above` for GRAPH_WIDER times as many nearest, searched GRAPH_WIDER times as wide."""
+        k = min(self.k * GRAPH_WIDER, self.index.get_current_count())
+        self.index.set_ef(max(GRAPH_EF, k) * GRAPH_WIDER)
+        try:
+            found = self.index.knn_query(vectors[leader], k=k, num_threads=1)[0][0].astype(np.int64)
+        except RuntimeError:
+            return None
+        finally:
+            self.index.set_ef(max(GRAPH_EF, self.k))
+        sims = vectors[found] @ vectors[leader]
+        if len(found) >= k and sims.min() >= threshold - SCREEN_MARGIN:
+            return None
+        return self._with_twins(found[sims >= threshold - SCREEN_MARGIN], leader)
 
 
 # -- 3. the text, and the write -------------------------------------------------------------------------------
