@@ -167,6 +167,9 @@ def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: L
             older = members[i]
             score = cap = scores[older]
             best_sim, to = -2.0, None
+            if _one_of_a_family(sims[i], i, min_sim):
+                final[older] = score
+                continue
             for j, newer in enumerate(members):
                 if created[j] <= created[i] or sims[i, j] < min_sim or scores[newer] < ratio * score:
                     continue
@@ -181,6 +184,15 @@ def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: L
     if not lowered:
         return scores, {}
     return {**scores, **lowered}, yields_to
+
+
+def _one_of_a_family(sims: np.ndarray, i: int, min_sim: float) -> bool:
+    """Whether row i's result has two or more look-alikes among the results (cosine >= min_sim), the second
+    within FAMILY_MARGIN of the closest: a recurring note shape ("fact 7", "fact 19"; incident logs), where the
+    later one is a sibling, not a restatement, and the query's own words must decide (as find_superseded
+    declines to link such a family)."""
+    close = np.sort(np.delete(sims, i))[::-1]
+    return len(close) >= 2 and close[1] >= min_sim and close[1] >= close[0] - FAMILY_MARGIN
 
 
 def _row_similarities(rows: Rows, vectors: VectorIndex, members: list[int]) -> np.ndarray:
@@ -284,12 +296,13 @@ def find_superseded(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, p
     candidates = _nearest(rows, vectors, config, mask, vecs)
     min_sim, min_terms = config.supersede_min_similarity, config.supersede_min_shared_terms
     successor_of, at_row = rows.successor_of, rows.at_row
-    # Only memories this one could replace: live, not yet superseded (A -> B, now C restates B: A is B's chain,
-    # not a look-alike), the author's own or granted, neither bootstrap nor consolidated.
+    # Memories this one could replace: live, the author's own or granted, neither bootstrap nor consolidated.
+    # Superseded ones are never replaced again but still count as look-alikes: twenty "fact N" notes stored one
+    # by one would otherwise chain, each linking the one before (the previous link hid the family).
     ranked = []
     for row, sim in sorted(candidates.items(), key=lambda kv: -kv[1]):
         head = at_row[row]
-        if (sim >= min_sim - FAMILY_MARGIN and head is not None and head.id not in successor_of
+        if (sim >= min_sim - FAMILY_MARGIN and head is not None
                 and head.type not in BOOTSTRAP_TYPES and head.type != CONSOLIDATED_TYPE
                 and may_edit(editors, author, head.author)):
             ranked.append((head, sim))
@@ -297,6 +310,8 @@ def find_superseded(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, p
     for n, (head, sim) in enumerate(ranked):
         if sim < min_sim:
             break
+        if head.id in successor_of:
+            continue
         if new_terms is None:
             new_terms = subject_terms(content)
         shared = new_terms & subject_terms(load_content(head.id))
