@@ -189,7 +189,7 @@ def thresholds(plan: dict, dedup_threshold: float = 0.97, sims=(0.55, 0.6, 0.65,
                 for k in detecting:
                     ranked = [j for j in nearest[k] if j not in superseded and sim[k, j] >= s - margin]
                     best = None
-                    for n, j in enumerate(ranked):
+                    for j in ranked:
                         if sim[k, j] < s:
                             break
                         if shared(k, j) >= t:
@@ -439,6 +439,7 @@ def consolidation(sizes: list[int]) -> list[dict]:
                 row[label] = time.perf_counter() - t
                 row[label + "_report"] = (report.created, report.grown, report.candidates)
             out.append(row)
+            print(f"(consolidation, {n:,} memories: {row})", flush=True)
         finally:
             service.stop()
     return out

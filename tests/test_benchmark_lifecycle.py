@@ -43,6 +43,6 @@ def test_lifecycle_benchmark_quick_run_prints_its_tables():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    assert "| min_similarity | min_shared_terms | recall |" in out
+    assert "| min_similarity | min_shared_terms | margin | recall |" in out
     assert "| baseline |" in out and "| lifecycle |" in out and "| sibling first |" in out
     assert "consolidation time" in out
