@@ -84,8 +84,11 @@ def main(quick: bool = False) -> dict:
         convs = convs[:1]
     home = Path(tempfile.mkdtemp(prefix="persmem-locomo-"))
     # Retrieval is measured, not the reply shaping: no relative score floor and no reply budget, so every one of
-    # the top 10 comes back (with the defaults a reply may rightly hold fewer hits than top_k).
-    write_config(home, {"memory": {"search_min_relative_score": 0.0, "search_reply_chars": 1_000_000}})
+    # the top 10 comes back (with the defaults a reply may rightly hold fewer hits than top_k). No retrieval
+    # weight: the benchmark's own earlier questions would otherwise lift what they found (the score would then
+    # depend on the order of the questions).
+    write_config(home, {"memory": {"search_min_relative_score": 0.0, "search_reply_chars": 1_000_000,
+                                   "retrieval_weight": 0.0}})
     server = start_server(home, agents=("bench",))
     start = time.perf_counter()
     try:
