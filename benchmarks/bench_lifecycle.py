@@ -111,12 +111,12 @@ def pct(values: list[float], q: float) -> float:
 # -- part 1: thresholds -------------------------------------------------------------------------------------------
 
 def subject_terms_function():
-    """lifecycle.subject_terms when it exists (what the server uses), else the BM25 analyzer's terms (stop words
+    """supersession.subject_terms when it exists (what the server uses), else the BM25 analyzer's terms (stop words
     out, stemmed)."""
     try:
-        from persmem_memory_hnsw.lifecycle import subject_terms
+        from persmem_memory_hnsw.supersession import subject_terms
 
-        return subject_terms, "lifecycle.subject_terms"
+        return subject_terms, "supersession.subject_terms"
     except ImportError:
         from persmem_memory_hnsw.lexical import Analyzer
 
@@ -174,7 +174,7 @@ def thresholds(plan: dict, dedup_threshold: float = 0.97, sims=(0.55, 0.6, 0.65,
             k = max(unrelated, key=lambda k: sim[new, k])
             pairs["nearest unrelated"].append((sim[new, k], shared(new, k)))
 
-    # the rule replayed in store order, for every setting (as lifecycle.find_superseded: the CANDIDATES nearest
+    # the rule replayed in store order, for every setting (as supersession.find_superseded: the CANDIDATES nearest
     # older memories of the project; the most similar not yet superseded one passing both thresholds, unless
     # another one is within `margin` of its similarity: a family of look-alikes, not a restatement)
     detecting = [k for k, it in enumerate(items) if it["kind"] != "bulk"]

@@ -5,7 +5,7 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - hookspecs.py     the hooks this plugin adds (register_embedders, inbox_summary)
 - config.py        the [memory] config section
 - tools.py         the MCP tools (persMEM's names and arguments)
-- panels.py        the dashboard panels (Overview, Memories); panel_templates/ holds their templates
+- panels.py        the dashboard panels (Overview, Memories, Lifecycle); panel_templates/ holds their templates
 - commands.py      `persmem memory ...`
 - export.py        `persmem model export` (a Hugging Face folder to an int8 ONNX export)
 - service.py       the plugin's service in host.state: all collections, the shared embedder, the owner lock
@@ -13,7 +13,14 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - collection.py    one collection: the lock, the write path, reads, search
 - rows.py          the live memories in memory: heads, numpy columns, tags, label -> row, log spans, BM25
 - replay.py        opening a collection: log replay, model check, index load + reconcile, or rebuild, reindex
-- ranking.py       dense (graph or exact) + BM25, score fusion, recency
+- ranking.py       dense (graph or exact) + BM25, score fusion
+- lifecycle.py     how links, feedback, use, tiers, staleness and recency weigh in a search; the query-time
+                   "later statement wins" rule
+- supersession.py  does a new memory restate an older one? (memory_store's detected links)
+- consolidate.py   clusters of mature similar memories -> consolidated memories; the idle-time job
+- sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks
+- replies.py       search replies sized for an AI: passages, budget, marks
+- snapshot.py      reading the logs without the lock (stats, export, doctor)
 - dedup.py         exact and near duplicates among one author's memories
 - contexts.py      neighbouring chunks' text for memory_bulk_store
 - permissions.py   who may change a memory

@@ -31,7 +31,8 @@ from .contexts import MAX_CONTEXT_CHARS
 from .dedup import exact_duplicate, near_duplicate
 from .heap import release_freed_memory
 from .log import LOG_NAME, RecordLog, decode_frame, write_failed
-from .lifecycle import CONSOLIDATED_TYPE, LifecycleView, expired, find_superseded, review_due, tier
+from .lifecycle import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
+from .supersession import find_superseded
 from .permissions import BOOTSTRAP_TYPES, check_change, is_private, may_edit, no_such_memory
 from .query import Filters
 from .ranking import rank
@@ -273,7 +274,7 @@ class Collection:
               editors: dict[str, list[str]] | None = None) -> list[dict]:
         """Store `items` for `author` (one log append each, all or nothing on a refusal). An item's
         `supersedes` must name memories of this collection that its author may change (`editors` grants);
-        with `detect_supersession`, an older memory it restates is linked too (lifecycle.find_superseded).
+        with `detect_supersession`, an older memory it restates is linked too (supersession.find_superseded).
         A result says `"supersedes": [{"id", "how", ...}]` when a link was made."""
         for item in items:
             self._validate_new(item)

@@ -51,7 +51,7 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
 def dense_candidates(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qvec: np.ndarray, mask: np.ndarray,
                      pool: int) -> dict[int, float]:
     """Row -> best chunk similarity to `qvec` for the `pool` most similar rows that `mask` allows (the dense
-    side of a search; lifecycle.find_superseded looks for restated memories with it)."""
+    side of a search; supersession.find_superseded looks for restated memories with it)."""
     return _dense(rows, vectors, config, qvec, mask, pool)
 
 

@@ -45,7 +45,7 @@ class LinkChange(msgspec.Struct, kw_only=True, array_like=True):
     target: str  # the id of the older memory
     by: str  # the agent who stored the successor (a detected link) or who linked / unlinked it
     at: float
-    how: str = ""  # "explicit" (memory_store supersedes=), "detected" (lifecycle.find_superseded), "unlink"
+    how: str = ""  # "explicit" (memory_store supersedes=), "detected" (supersession.find_superseded), "unlink"
     detail: str = ""  # why, in words: "similarity 0.83; shared terms: staging, database"
 
 
