@@ -141,7 +141,7 @@ def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: L
     min_sim, ratio = view.config.restated_min_similarity, view.config.restated_min_score_ratio
     if view.private or min_sim >= 1.0 or len(scores) < 2:
         return scores, {}
-    at_row, successor_of = rows.at_row, rows.successor_of
+    at_row, successor_of, undone = rows.at_row, rows.successor_of, rows.undone_links
     window = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[: top_k * RESTATED_WINDOW]
     groups: dict[tuple[int, int], list[int]] = {}
     for row, _ in window:
@@ -169,6 +169,8 @@ def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: L
                 continue
             for j, newer in enumerate(members):
                 if created[j] <= created[i] or sims[i, j] < min_sim or scores[newer] < ratio * score:
+                    continue
+                if at_row[older].id in undone.get(at_row[newer].id, ()):  # a link between them was undone
                     continue
                 below = final[newer] * (1.0 - RESTATED_MARGIN)
                 if below < score:  # it ranked above this later statement: it now yields to it

@@ -52,6 +52,9 @@ class Rows:
         self.consolidated_into: dict[str, str] = {}
         self._successors: dict[str, set[str]] = {}  # older id -> every live memory that supersedes it
         self._consolidators: dict[str, set[str]] = {}  # member id -> every live memory that consolidates it
+        # Newer id -> the older ids whose supersession link it undid (memory_unlink) and has not made again: the
+        # query-time rule (lifecycle.restated) never ranks such a pair by time again, as it was judged wrong.
+        self.undone_links: dict[str, frozenset[str]] = {}
         self.projects, self.types, self.authors = Codes(), Codes(), Codes()
         self._strings: dict[str, str] = {}  # one copy of each project, type, author and tag
         # One entry per row, each column contiguous (a filter reads only the columns it needs):
@@ -115,6 +118,9 @@ class Rows:
         self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context)
         self._link(head, head.supersedes, self._successors, self.successor_of)
         self._link(head, head.consolidates, self._consolidators, self.consolidated_into)
+        undone = _undone_links(memory)
+        if undone:
+            self.undone_links[memory.id] = undone
         if old is None or old.created != head.created:  # which links to this id count depends on its creation
             self._settle_target(memory.id)
         return old, head
@@ -140,6 +146,7 @@ class Rows:
         self.lexical.remove(row)
         self._unlink(head, head.supersedes, self._successors, self.successor_of)
         self._unlink(head, head.consolidates, self._consolidators, self.consolidated_into)
+        self.undone_links.pop(memory_id, None)
         return head
 
     # -- the derived side of the lifecycle links ----------------------------
@@ -248,3 +255,12 @@ class Rows:
                     tag_mask[np.fromiter(rows, dtype=np.int64)] = True
             mask &= tag_mask
         return mask
+
+
+def _undone_links(memory: Memory) -> frozenset[str]:
+    """The older ids whose link `memory` undid last (its link_history's latest change for them is "unlinked")
+    and does not hold again."""
+    last: dict[str, str] = {}
+    for change in memory.link_history:
+        last[change.target] = change.action
+    return frozenset(t for t, action in last.items() if action == "unlinked" and t not in memory.supersedes)

@@ -78,3 +78,22 @@ def test_another_agents_later_statement_does_not_outrank_mine(shared_server):
     bulk(shared_server, project, [NEW], agent="wren")
     reply = search(shared_server, QUESTION, project)
     assert reply["results"][0]["id"] == mine and "restated_by" not in reply["results"][0]
+
+
+def test_an_undone_link_is_not_made_again_at_query_time(shared_server):
+    """memory_unlink says the later memory does not restate the older one: the query-time rule then leaves
+    that pair to the query (the old one is first again, unmarked)."""
+    project = "rs-unlinked"
+    bulk(shared_server, project, OTHERS)
+    [old] = bulk(shared_server, project, [OLD])
+    new = call(shared_server, "memory_store", content=NEW, project=project, supersedes=old)["id"]
+    linked = search(shared_server, QUESTION, project)
+    assert [r["id"] for r in linked["results"]][:2] == [new, old]
+    call(shared_server, "memory_unlink", memory_id=new, supersedes_id=old)
+    reply = search(shared_server, QUESTION, project)
+    assert [r["id"] for r in reply["results"]][0] == old
+    assert all("restated_by" not in r and "superseded_by" not in r for r in reply["results"])
+    # linking it again (a new memory saying so) is honoured: only that pair's undoing is remembered
+    newer = call(shared_server, "memory_store", content=NEW + " Confirmed in the 2026 review.", project=project,
+                 supersedes=old)["id"]
+    assert [r["id"] for r in search(shared_server, QUESTION, project)["results"]][0] == newer
