@@ -33,11 +33,11 @@ from .heap import release_freed_memory
 from .log import LOG_NAME, RecordLog, decode_frame, write_failed
 from .lifecycle import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
 from .supersession import find_superseded
-from .permissions import BOOTSTRAP_TYPES, check_change, is_private, may_edit, no_such_memory
+from .permissions import BOOTSTRAP_TYPES, check_change, check_visible, is_private, may_edit, visible_to
 from .query import Filters
 from .ranking import rank
-from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, Version, content_hash, new_id,
-                      summarize, trim_feedback, votes)
+from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
+                      trim_feedback, version_of, votes)
 from .replay import (INDEX_NAME, check_model, load_index, matrix, rebuild_index, record_model, reembed_all,
                      replay_log)
 from .rows import Rows
@@ -358,9 +358,7 @@ class Collection:
                 labels = current.labels
             else:
                 labels = self.rows.new_labels(len(vecs))
-            snapshot = Version(version=current.version, content=current.content, tags=current.tags,
-                               type=current.type, project=current.project, author=current.author,
-                               updated=current.updated, editor=current.editor)
+            snapshot = version_of(current)
             new_content = current.content if content is None else content
             memory = msgspec.structs.replace(
                 current, content=new_content, tags=current.tags if tags is None else tags,
@@ -429,14 +427,14 @@ class Collection:
     def validate(self, memory_id: str, *, by: str, helpful: bool, note: str = "") -> Memory:
         """Record `by`'s verdict on a memory it can see (its latest verdict replaces its earlier ones in the
         memory's confidence). Returns the memory as stored."""
-        if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS:
-            raise UserError(f"note is {len(note) if isinstance(note, str) else type(note).__name__}"
-                            f"{' characters' if isinstance(note, str) else ''}; at most {MAX_NOTE_CHARS} characters "
-                            "of text. Shorten it.")
+        if not isinstance(note, str):
+            raise UserError("note must be a string (why the memory helped or not), or empty.")
+        if len(note) > MAX_NOTE_CHARS:
+            raise UserError(f"note is {len(note)} characters; at most {MAX_NOTE_CHARS}. Say why in a sentence or two.")
         with self.lock.gen_wlock():
             self._visible_head(memory_id, by)
             current = self._load(memory_id)
-            verdict = Feedback(by=by, at=time.time(), helpful=bool(helpful), note=note)
+            verdict = Feedback(by=by, at=time.time(), helpful=bool(helpful), note=note.strip())
             return self._rewrite(msgspec.structs.replace(current, feedback=trim_feedback([*current.feedback, verdict])))
 
     def write_consolidated(self, item: NewMemory, *, author: str) -> dict:
@@ -466,9 +464,7 @@ class Collection:
             if current.author != author:
                 raise UserError(f"memory {item.memory_id!r} belongs to {current.author!r}, not {author!r}.")
             labels = current.labels if len(vecs) == len(current.labels) else self.rows.new_labels(len(vecs))
-            snapshot = Version(version=current.version, content=current.content, tags=current.tags,
-                               type=current.type, project=current.project, author=current.author,
-                               updated=current.updated, editor=current.editor)
+            snapshot = version_of(current)
             memory = msgspec.structs.replace(
                 current, content=item.content, tags=list(item.tags), consolidates=members, updated=time.time(),
                 version=current.version + 1, editor=item.editor or current.editor,
@@ -540,8 +536,7 @@ class Collection:
     def _visible_head(self, memory_id: str, agent: str) -> Head:
         """The live head of `memory_id` if `agent` may see it (in a private collection, only its own)."""
         head = self.memories.get(memory_id)
-        if head is None or (is_private(self.config, self.name) and head.author != agent):
-            raise no_such_memory(memory_id, self.name)
+        check_visible(self.config, self.name, agent, head, memory_id)
         return head
 
     def _rewrite(self, memory: Memory) -> Memory:
@@ -559,7 +554,7 @@ class Collection:
             if item.memory_id is not None and target == item.memory_id:
                 raise UserError(f"memory {target!r} cannot supersede itself; remove it from supersedes.")
             head = self.memories.get(target)
-            if head is None or (is_private(self.config, self.name) and head.author != owner):
+            if head is None or not visible_to(self.config, self.name, owner, head):
                 raise UserError(f"supersedes names {target!r}, but there is no memory {target!r} in collection "
                                 f"{self.name!r}. Give the id of a stored memory (memory_search finds ids), or "
                                 "leave supersedes empty.")

@@ -28,6 +28,12 @@ class Version(msgspec.Struct, kw_only=True, array_like=True):
     editor: str = ""  # who made this version; "" in logs written before editors were recorded
 
 
+def version_of(memory: Memory) -> Version:
+    """A memory's current state as the previous version a new one keeps in its history."""
+    return Version(version=memory.version, content=memory.content, tags=memory.tags, type=memory.type,
+                   project=memory.project, author=memory.author, updated=memory.updated, editor=memory.editor)
+
+
 class Feedback(msgspec.Struct, kw_only=True, array_like=True):
     """One agent's verdict on a memory (memory_validate). Only each agent's latest verdict counts toward the
     memory's confidence (lifecycle.confidence), so repeating one does not weigh more."""

@@ -25,7 +25,6 @@ from .sessions_answers import SESSIONS, session_hits, turn_fields
 
 MAX_TOP_K = 20
 MAX_LINKED_IDS = 20  # ids one memory_store may name in supersedes
-MAX_NOTE_CHARS = 500  # a memory_validate note (records.Feedback.note)
 CHAIN_SHOWN = 21  # steps of a supersession chain memory_get shows: the memory and the 20 nearest around it
 SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
 # Consolidated memories get the id "con_" + their first member's id (consolidate.consolidated_id), which anyone
@@ -84,10 +83,8 @@ def memory_store(
                      supersedes=parse_ids(supersedes, "supersedes"),
                      valid_until=parse_date(valid_until, "valid_until") or 0.0,
                      review_after=parse_date(review_after, "review_after") or 0.0,
-                     # One curated memory restating an older one; never in a private collection (session turns are
-                     # a record of what was said) and never an identity or directive entry (its author's voice).
-                     detect_supersession=(config.supersede_detect and not is_private(config, collection)
-                                          and memory_type not in BOOTSTRAP_TYPES))
+                     # One curated memory may restate an older one (Collection._may_detect says where it applies).
+                     detect_supersession=True)
     col = _service(call).collection(collection)
     result = col.store([item], author=call.agent, dedup=dedup, editors=editors_in(config, collection))[0]
     return _explain_links(result, item.supersedes)
@@ -448,12 +445,10 @@ def memory_validate(memory_id: str, helpful: bool, note: str = "", collection: s
         raise UserError(f"helpful must be true or false, got {shown(helpful)}.")
     if not isinstance(note, str):
         raise UserError("note must be a string (why the memory helped or not), or empty.")
-    if len(note) > MAX_NOTE_CHARS:
-        raise UserError(f"note is {len(note)} characters; at most {MAX_NOTE_CHARS}. Say why in a sentence or two.")
     col = _service(call).collection(collection)
     config = call.host.section("memory")
     check_visible(config, collection, call.agent, col.memories.get(memory_id), memory_id)
-    memory = col.validate(memory_id, by=call.agent, helpful=helpful, note=note.strip())
+    memory = col.validate(memory_id, by=call.agent, helpful=helpful, note=note)
     state = col.lifecycle_of(memory.id)
     return {"status": "recorded", "id": memory.id, "helpful": helpful, "confidence": round(state["confidence"], 3),
             "feedback": state["feedback"]}
