@@ -52,7 +52,7 @@ import numpy as np
 
 from persmem_core import UserError
 
-from .lifecycle import PROCEDURAL_TYPES
+from .lifecycle import PROCEDURAL_TYPES, expired
 from .permissions import is_private
 from .records import ID_RE
 
@@ -193,7 +193,7 @@ def _snapshot(col, config, *, author, project, now) -> dict[tuple[str, str], _Gr
                 group.consolidated.append((head.id, members, _memory_vector(col, anchor_id)))
                 continue
             if (head.type in skip_types or head.id in successor_of or head.id in consolidated_into
-                    or head.created > min_created or (head.valid_until and head.valid_until <= now)):
+                    or head.created > min_created or expired(head.valid_until, now)):
                 continue
             group = groups.setdefault((head.project, head.author), _Group(head.project, head.author))
             group.ids.append(head.id)

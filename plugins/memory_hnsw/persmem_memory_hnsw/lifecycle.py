@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .config import MemoryConfig
-from .records import confidence  # noqa: F401  (part of this module's interface: lifecycle.confidence)
+from .records import confidence, expired, review_due  # noqa: F401  (part of this module's interface)
 
 if TYPE_CHECKING:
     from .rows import Rows
@@ -58,14 +58,6 @@ class LifecycleView:
     recency_weight: float = 0.0
     private: bool = False
     usage: dict[str, tuple[int, float, int]] = field(default_factory=dict)  # id -> (retrievals by others, last at, all)
-
-
-def expired(valid_until: float, now: float) -> bool:
-    return bool(valid_until) and valid_until <= now
-
-
-def review_due(review_after: float, now: float) -> bool:
-    return bool(review_after) and review_after <= now
 
 
 def feedback_factor(conf: float, weight: float) -> float:

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from persmem_core import UserError
 
+from .lifecycle import expired
 from .permissions import is_private, own_filters, visible_to
 from .query import Filters, parse_filters
 from .records import iso, public, public_version, summarize
@@ -84,10 +85,6 @@ def _visible_heads(view, col) -> list:
         return list(col.memories.values())
 
 
-def _expired(head, now: float) -> bool:
-    return bool(head.valid_until) and head.valid_until <= now
-
-
 # -- Memories ------------------------------------------------------------------------------------------------
 
 def browse(view) -> dict:
@@ -118,7 +115,7 @@ def browse(view) -> dict:
                                                                 include_expired=include_expired)]
         caption = f"{len(found)} best matches for “{query[:200]}”"
     else:
-        rows = [m for m in col.matching(filters) if include_expired or not _expired(m, now)]
+        rows = [m for m in col.matching(filters) if include_expired or not expired(m.valid_until, now)]
         rows.sort(key=lambda m: m.updated, reverse=True)
         found = [(m, None) for m in col.get_many([m.id for m in rows[:LIST_LIMIT]])]
         caption = (f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}"

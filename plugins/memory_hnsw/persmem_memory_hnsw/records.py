@@ -28,6 +28,16 @@ class Version(msgspec.Struct, kw_only=True, array_like=True):
     editor: str = ""  # who made this version; "" in logs written before editors were recorded
 
 
+def expired(valid_until: float, now: float) -> bool:
+    """Past its valid_until (0: never expires)."""
+    return bool(valid_until) and valid_until <= now
+
+
+def review_due(review_after: float, now: float) -> bool:
+    """Past its review_after (0: never due)."""
+    return bool(review_after) and review_after <= now
+
+
 def version_of(memory: Memory) -> Version:
     """A memory's current state as the previous version a new one keeps in its history."""
     return Version(version=memory.version, content=memory.content, tags=memory.tags, type=memory.type,

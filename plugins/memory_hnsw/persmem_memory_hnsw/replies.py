@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from .collection import Hit
 from .config import MemoryConfig
 from .lexical import WORD_RE, Analyzer
-from .records import Memory, iso, made_by
+from .lifecycle import expired, review_due
+from .records import Memory, confidence, iso, made_by
 
 QUERY_ECHO_CHARS = 200  # a longer query is echoed cut, with its length
 MIN_PASSAGE_CHARS = 200  # a hit shows at least this much of its memory, whatever the budget
@@ -231,7 +232,6 @@ def lifecycle_marks(memory: Memory, links: LifecycleLinks) -> dict:
     """The marks a search result carries, each only when it applies (a plain current memory carries none):
     superseded_by / supersedes (ids), consolidated_into (id) / consolidates (member count), confidence (only
     once someone gave feedback), expired, review_due."""
-    from .lifecycle import confidence
 
     marks: dict = {}
     successor = links.successor_of.get(memory.id)
@@ -246,9 +246,9 @@ def lifecycle_marks(memory: Memory, links: LifecycleLinks) -> dict:
         marks["consolidates"] = len(memory.consolidates)
     if memory.feedback:
         marks["confidence"] = round(confidence(memory.feedback, memory.author), 3)
-    if memory.valid_until and memory.valid_until <= links.now:
+    if expired(memory.valid_until, links.now):
         marks["expired"] = True
-    if memory.review_after and memory.review_after <= links.now:
+    if review_due(memory.review_after, links.now):
         marks["review_due"] = True
     return marks
 

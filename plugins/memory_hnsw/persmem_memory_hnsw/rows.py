@@ -19,7 +19,7 @@ import numpy as np
 from .heap import grown
 from .lexical import BM25Index
 from .query import Filters
-from .records import Head, Memory, head_of
+from .records import Head, Memory, expired, head_of
 
 
 class Codes:
@@ -216,7 +216,7 @@ class Rows:
 
     def is_current(self, head: Head, now: float) -> bool:
         """Neither superseded nor expired: what briefings and recall may offer."""
-        return head.id not in self.successor_of and not (head.valid_until and head.valid_until <= now)
+        return head.id not in self.successor_of and not expired(head.valid_until, now)
 
     # -- where each live memory's entry is in the log ---------------------
     def span(self, memory_id: str) -> tuple[int, int]:

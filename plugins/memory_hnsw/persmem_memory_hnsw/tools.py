@@ -14,7 +14,7 @@ from persmem_core import CallContext, UserError
 
 from .collection import NewMemory
 from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
-from .lifecycle import expired
+from .lifecycle import expired, review_due
 from .permissions import (BOOTSTRAP_TYPES, check_bootstrap_owner, check_visible, editors_in, is_private, own_filters,
                           pinned_for, visible_to)
 from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags, parse_when, shown
@@ -536,8 +536,8 @@ def _lifecycle_counts(col, heads, now: float) -> dict:
     for head in heads:
         counts["superseded"] += head.id in successor_of
         counts["consolidated"] += head.id in consolidated_into
-        counts["expired"] += bool(head.valid_until and head.valid_until <= now)
-        counts["review_due"] += bool(head.review_after and head.review_after <= now)
+        counts["expired"] += expired(head.valid_until, now)
+        counts["review_due"] += review_due(head.review_after, now)
     return counts
 
 
