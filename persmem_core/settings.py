@@ -82,3 +82,39 @@ class WorkspaceConfig(ConfigSection):
                          "<home>/workspace. The first is where relative paths and commands start. persmem's own "
                          "data folder is never part of the workspace, even under a root."),
     ] = []
+
+
+class OAuthConfig(ConfigSection):
+    """[oauth]: the OAuth 2.1 authorization server remote clients (claude.ai custom connectors) sign in with.
+    Each grant acts as the agent the operator picked on the consent page."""
+
+    enabled: Annotated[
+        bool, Meta(description="Serve OAuth (discovery metadata, registration, consent, tokens) beside /mcp. It runs "
+                   "when [server] public_url is set or the server listens on loopback; off: bearer tokens and "
+                   "secret paths only.")
+    ] = True
+    access_token_seconds: Annotated[
+        int, Meta(ge=1, le=86400, description="How long an OAuth access token works; clients refresh it after.")
+    ] = 3600
+    refresh_token_days: Annotated[
+        float, Meta(gt=0, le=365, description="A grant whose refresh token goes unused this long ends (each refresh "
+                    "starts the time again).")
+    ] = 30.0
+    code_seconds: Annotated[
+        int, Meta(ge=1, le=600, description="How long an authorization code may wait to be exchanged (once).")
+    ] = 120
+    consent_minutes: Annotated[
+        int, Meta(ge=1, le=60, description="How long a consent page stays valid after the client opened it.")
+    ] = 10
+    client_documents: Annotated[
+        bool, Meta(description="Accept client ID metadata documents: a client whose client_id is an https URL is "
+                   "described by the JSON document at that URL, which the server fetches (timeout 5 s, 64 KB).")
+    ] = True
+    client_document_private_hosts: Annotated[
+        list[str], Meta(description="Host names whose client ID metadata documents may be fetched although they "
+                        "resolve to a private or loopback address (other such fetches are refused: SSRF).")
+    ] = []
+    max_clients: Annotated[
+        int, Meta(ge=1, description="Most dynamically registered clients kept; registration is open to anyone, so "
+                  "clients that never got a grant are dropped after a day, and beyond this number refused.")
+    ] = 1000
