@@ -116,7 +116,9 @@ def test_every_printed_block_parses_and_no_substitution_survives_a_hostile_home_
     assert desktop == {"command": str(PERSMEM_SCRIPT), "args": ["serve", "--transport", "stdio", "--agent", "kite"],
                        "env": {"PERSMEM_HOME": str(home)}}
 
-    [connector] = code_lines(block(found, "URL", "claude.ai"))
+    [oauth_url] = code_lines(block(found, "URL", "with OAuth"))
+    assert oauth_url == f"{url}/mcp"
+    [connector] = code_lines(block(found, "URL", "secret path"))
     secret = connector.removeprefix(f"{url}/").removesuffix("/mcp")
     assert store.agent_for_path_secret(secret) == "kite"
     assert not list(tmp_path.glob("PWNED*"))
@@ -175,7 +177,7 @@ def test_the_printed_snippets_reach_a_real_server_as_the_agent(tmp_path):
     header = dict([http[8].split(": ", 1)])
     codex = tomllib.loads("\n".join(block(found, "TOML", "Codex")))["mcp_servers"]["persmem"]
     exported = shlex.split(code_lines(block(found, "shell", "the token"))[0])[1].split("=", 1)[1]
-    [connector] = code_lines(block(found, "URL", "claude.ai"))
+    [connector] = code_lines(block(found, "URL", "secret path"))
     server = RunningServer(home, env, port, tokens={}).start()
     try:
         assert http[6] == codex["url"] == server.url
@@ -215,8 +217,8 @@ def test_a_secret_path_is_added_without_rotating_the_token_and_connect_says_how(
 
     # no secret path yet: no URL that cannot work, but the command that issues one, which runs as printed
     before = sections(run_persmem("connect", "kite", env=env).stdout)
-    assert not any(kind == "URL" for kind, _ in before.values())
-    [note] = block(before, "note", "claude.ai")
+    assert not any(kind == "URL" and "secret path" in title for title, (kind, _) in before.items())
+    [note] = block(before, "note", "secret path")
     command = re.search(r"`([^`]+ agent secret-path kite)`", note).group(1)
     issued = subprocess.run(shlex.split(command), env=env | {"PATH": BARE_PATH}, capture_output=True, text=True,
                             timeout=60)
@@ -227,7 +229,7 @@ def test_a_secret_path_is_added_without_rotating_the_token_and_connect_says_how(
     assert store.agent_for_token(token) == "kite" and store.agent_for_path_secret(secret) == "kite"
 
     after = sections(run_persmem("connect", "kite", env=env).stdout)
-    assert code_lines(block(after, "URL", "claude.ai")) == ["http://127.0.0.1:8765/<SECRET-PATH>/mcp"]
+    assert code_lines(block(after, "URL", "secret path")) == ["http://127.0.0.1:8765/<SECRET-PATH>/mcp"]
 
     # and the other way round: a new token leaves the secret path working
     renewed = run_persmem("agent", "token", "kite", env=env)

@@ -110,15 +110,26 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
                                           "env": {"PERSMEM_HOME": home}}}}
     section("Claude Desktop over stdio: merge into claude_desktop_config.json", "JSON",
             json.dumps(desktop, indent=2, ensure_ascii=False))
+    public_note = ("# claude.ai connects from Anthropic's servers: serve persmem over public HTTPS and give "
+                   "that URL as --url or [server] public_url.")
+    if host.section("oauth").enabled:
+        lines = [mcp_url,
+                 "# In claude.ai: Settings > Connectors > Add custom connector, paste this URL, Connect. persmem's "
+                 f"consent page opens: pick agent {agent_name!r} and enter the operator passphrase "
+                 f"(`{persmem_line('oauth', 'password')}` sets it) or a one-time code from "
+                 f"`{persmem_line('oauth', 'approve-code')}`. `{persmem_line('oauth', 'clients')}` lists "
+                 "connectors; `persmem oauth revoke ID` ends one."]
+        if urlsplit(base).scheme != "https":
+            lines.append(public_note)
+        section("claude.ai custom connector with OAuth, recommended: no secret in the URL", "URL", *lines)
     if has_secret:
         lines = [f"{base}/{secret or SECRET_PLACEHOLDER}/mcp"]
         if urlsplit(base).scheme != "https":
-            lines.append("# claude.ai connects from Anthropic's servers: serve persmem over public HTTPS and give "
-                         "that URL as --url or [server] public_url.")
-        section("claude.ai custom connector URL: it cannot send a token, the secret path in it is the credential",
-                "URL", *lines)
+            lines.append(public_note)
+        section("claude.ai custom connector with a secret path instead: the secret path in the URL is the "
+                "credential", "URL", *lines)
     else:
-        section("claude.ai custom connector: it cannot send a token, it needs a secret path", "note",
+        section("claude.ai custom connector with a secret path instead: it needs one", "note",
                 f"# {agent_name} has no secret path yet: `{renew_secret}` issues one (its token keeps working); "
                 f"then run `{persmem_line('connect', agent_name)}` again, or put the printed path into "
                 f"{base}/SECRET-PATH/mcp.")
