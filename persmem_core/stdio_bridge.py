@@ -8,6 +8,13 @@ plugins and listens on the socket) until its client leaves, or until `persmem se
 (a handover). When the owner goes away (its session ended, the HTTP server restarted), the next message
 finds or becomes the new owner; a call that was running in the lost owner is answered with an error
 that says it may or may not have taken effect, never silently repeated.
+
+Both protocol eras are served, as the SDK's own stdio server serves them: the client's first request decides
+the session's era. `initialize` opens a handshake-era session (MCP 2025-11-25 and earlier), whose messages go
+to the owner as stateless POSTs carrying the negotiated version; a request carrying the 2026-07-28 `_meta`
+envelope (`server/discover`, or any request of a client that pins the version) opens a 2026-07-28 session,
+whose requests go as 2026-07-28 POSTs with the routing headers (`MCP-Protocol-Version`, `Mcp-Method`,
+`Mcp-Name`) mirrored from the body, so the owner answers them on the SDK's 2026-07-28 path.
 """
 
 from __future__ import annotations
@@ -25,6 +32,23 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    encode_header_value,
+)
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    UnsupportedProtocolVersionErrorData,
+)
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from persmem_core.errors import UserError
 from persmem_core.local_server import (
@@ -55,6 +79,24 @@ LOST_CALL = ("the persmem server stopped while answering this call (it was resta
              "calling again.")
 
 
+class Refused(Exception):
+    """A message the bridge answers itself with a JSON-RPC error, as the SDK's stdio server would."""
+
+    def __init__(self, code: int, message: str, data=None):
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    def error(self) -> dict:
+        return {"code": self.code, "message": self.message} | ({"data": self.data} if self.data is not None else {})
+
+
+def has_modern_envelope(params) -> bool:
+    """Whether a request carries the 2026-07-28 per-request envelope: its reserved protocol-version key in
+    `params._meta` (handshake-era requests never carry it; their `_meta` holds e.g. a progressToken)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
 class Bridge:
     """Carries one stdio client's messages to the owner, becoming the owner when there is none."""
 
@@ -62,12 +104,16 @@ class Bridge:
         self.host, self.agent = host, agent
         self.lock = OwnerLock(host.home)
         self.sock_path = socket_path(host.home)
-        self.protocol_version: str | None = None
+        self.protocol_version: str | None = None  # handshake era: the version `initialize` negotiated
+        self.era: str | None = None  # "legacy" or "modern", decided by the client's first request
+        self.modern_version = LATEST_MODERN_VERSION  # modern era: the version the client's requests name
         self._owned: tuple[Host, LocalListener] | None = None
         self._had_owner = False  # an owner answered before: when it goes, another may be taking over
         self._owner_change = anyio.Lock()
         self._write = anyio.Lock()
         self._tg = None
+        self.running: dict[str | int, tuple[str, anyio.CancelScope]] = {}  # requests waiting for the owner
+        self.client_gone = False  # stdin ended
 
     # -- the session ----------------------------------------------------
     async def run(self) -> None:
@@ -85,6 +131,11 @@ class Bridge:
                         async for line in _stdin_lines():
                             if line.strip():
                                 calls.start_soon(self.forward, line)
+                        # The client left: its calls still finish, but its listen streams would never end.
+                        self.client_gone = True
+                        for method, scope in list(self.running.values()):
+                            if method == "subscriptions/listen":
+                                scope.cancel()
                 # The client left (or a signal came) and every answer is written: let go of the home, if ours.
                 with anyio.CancelScope(shield=True):
                     await self.release_home()
@@ -120,43 +171,127 @@ class Bridge:
             if is_request and "result" not in message and "error" not in message:
                 await self._invalid(request_id, "a request needs a method")
             return  # otherwise an answer to a server request: persmem's tools make none
+        if message["method"] == "notifications/cancelled" and self.cancel(message):
+            return
         headers = {AGENT_HEADER: self.agent, "content-type": "application/json",
                    "accept": "application/json, text/event-stream"}
-        if self.protocol_version and message["method"] != "initialize":
-            headers["mcp-protocol-version"] = self.protocol_version
         try:
-            response = await self._post(line, headers)
-        except UserError as exc:
+            headers |= self.era_headers(message, is_request)
+        except Refused as refusal:
             if is_request:
-                await self._reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": str(exc)}})
+                await self._reply({"jsonrpc": "2.0", "id": request_id, "error": refusal.error()})
             return
         if not is_request:
+            with contextlib.suppress(UserError):
+                await self._exchange(line, headers)
             return
-        try:
-            answer = json.loads(response.content)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict) or ("result" not in answer and "error" not in answer):
-            answer = {"jsonrpc": "2.0", "id": request_id, "error": {
-                "code": -32603, "message": f"the persmem server answered HTTP {response.status_code} without a "
+        if self.client_gone and message["method"] == "subscriptions/listen":
+            return  # nobody is left to read the stream
+        with anyio.CancelScope() as scope:  # cancelled when the client cancels this request (see `cancel`)
+            self.running[request_id] = (message["method"], scope)
+            try:
+                status, answer = await self._exchange(line, headers)
+            except UserError as exc:
+                status, answer = None, {"jsonrpc": "2.0", "error": {"code": -32603, "message": str(exc)}}
+            finally:
+                if self.running.get(request_id, (None, scope))[1] is scope:
+                    del self.running[request_id]
+        if scope.cancel_called:
+            return  # the client cancelled it: it expects no answer
+        if answer is None or ("result" not in answer and "error" not in answer):
+            answer = {"jsonrpc": "2.0", "error": {
+                "code": -32603, "message": f"the persmem server answered HTTP {status} without a "
                                            "JSON-RPC answer; its log says why."}}
         answer["id"] = request_id
         if message["method"] == "initialize" and isinstance(answer.get("result"), dict):
             self.protocol_version = answer["result"].get("protocolVersion")
         await self._reply(answer)
 
-    async def _post(self, body: bytes, headers: dict[str, str]):
+    def cancel(self, message: dict) -> bool:
+        """The client's `notifications/cancelled` for a request still running here: stop waiting for it and
+        close its request to the owner (on the 2026-07-28 wire closing the response is the cancellation; a
+        `subscriptions/listen` stream ends only this way). True when it named such a request."""
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)) or request_id not in self.running:
+            return False
+        self.running[request_id][1].cancel()
+        return True
+
+    def era_headers(self, message: dict, is_request: bool) -> dict[str, str]:
+        """The headers that put `message` on the owner's path for this session's protocol era; Refused when
+        the message does not belong to it (the same answers as the SDK's own stdio server gives)."""
+        method, params = message["method"], message.get("params")
+        if not isinstance(method, str):
+            raise Refused(INVALID_REQUEST, "invalid request: the method must be a string.")
+        enveloped = method != "initialize" and has_modern_envelope(params)
+        if self.era is None and is_request:  # decided before any await: lines are taken in the order they came
+            self.era = "modern" if enveloped else "legacy"
+        if not is_request:  # a notification: the owner acknowledges it on the path of the session's era
+            if self.era == "modern" or (self.era is None and enveloped):
+                return {MCP_PROTOCOL_VERSION_HEADER: self.modern_version, MCP_METHOD_HEADER: method}
+            return {MCP_PROTOCOL_VERSION_HEADER: self.protocol_version} if self.protocol_version else {}
+        if self.era == "legacy":
+            if enveloped:
+                raise Refused(INVALID_REQUEST, "this stdio session began with the initialize handshake (MCP "
+                              "2025-11-25 or earlier), so a request carrying the 2026-07-28 _meta envelope is "
+                              "not accepted on it; start a new session to speak 2026-07-28.")
+            if self.protocol_version and method != "initialize":
+                return {MCP_PROTOCOL_VERSION_HEADER: self.protocol_version}
+            return {}
+        if method == "initialize":
+            requested = params.get("protocolVersion") if isinstance(params, dict) else None
+            data = (UnsupportedProtocolVersionErrorData(supported=list(MODERN_PROTOCOL_VERSIONS), requested=requested)
+                    .model_dump(mode="json") if isinstance(requested, str) else
+                    {"supported": list(MODERN_PROTOCOL_VERSIONS)})
+            raise Refused(UNSUPPORTED_PROTOCOL_VERSION, "this stdio session serves MCP 2026-07-28 (its first "
+                          "request carried the 2026-07-28 envelope); the initialize handshake is not accepted on "
+                          "it: start a new session for an earlier version.", data)
+        route = classify_inbound_request(message)  # the envelope's own checks: what the headers cannot express
+        if isinstance(route, InboundLadderRejection):
+            raise Refused(route.code, route.message, route.data)
+        self.modern_version = route.protocol_version
+        headers = {MCP_PROTOCOL_VERSION_HEADER: route.protocol_version, MCP_METHOD_HEADER: method}
+        name_key = NAME_BEARING_METHODS.get(method)
+        if name_key is not None and name_key in params:
+            name = params[name_key]
+            if not isinstance(name, str):
+                raise Refused(INVALID_PARAMS, f"invalid params: {name_key!r} must be a string.")
+            headers[MCP_NAME_HEADER] = encode_header_value(name)
+        return headers
+
+    async def _exchange(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict | None]:
+        """POST one message to the owner: (HTTP status, the JSON-RPC answer in its body or None). An event stream
+        (a 2026-07-28 `subscriptions/listen`) has its notifications written to the client as they come."""
         import httpx2
 
         for _ in range(3):
             try:
-                return await self.http.post("/mcp", content=body, headers=headers)
+                async with self.http.stream("POST", "/mcp", content=body, headers=headers) as response:
+                    if response.headers.get("content-type", "").startswith("text/event-stream"):
+                        return response.status_code, await self._relay_events(response)
+                    return response.status_code, _json_object(await response.aread())
             except httpx2.ConnectError:  # nobody listening: the message never left, so it is safe to send again
-                await self.ensure_owner()
+                with anyio.CancelScope(shield=True):  # a cancelled call must not leave a half-taken home
+                    await self.ensure_owner()
             except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
                 log.warning("the owner went away during a call: %s", exc)
                 raise UserError(LOST_CALL) from None
         raise UserError("could not reach the persmem server that owns this home; its log says why.")
+
+    async def _relay_events(self, response) -> dict | None:
+        """Write the notifications of a server-sent event stream to the client; return the answer that ends it."""
+        answer, data = None, []
+        async for text in response.aiter_lines():
+            if text.startswith("data:"):
+                data.append(text[5:].removeprefix(" "))
+            elif not text and data:  # an event ends at a blank line; comments (": ping") carry no data
+                event, data = _json_object("\n".join(data).encode()), []
+                if event is not None and "method" in event:
+                    await self._reply(event)
+                elif event is not None:
+                    answer = event
+        return answer
 
     async def _invalid(self, request_id, why: str) -> None:
         error = {"code": -32600, "message": f"invalid request: {why}."}
@@ -253,6 +388,14 @@ async def _stdin_lines():
     async with receive:
         async for line in receive:
             yield line
+
+
+def _json_object(data: bytes) -> dict | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _write_stdout(data: bytes) -> None:
