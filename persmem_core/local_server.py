@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from mcp.shared.inbound import MCP_METHOD_HEADER
 
 from persmem_core import __version__
 from persmem_core.agents import check_name
@@ -42,6 +43,8 @@ AGENT_HEADER = "x-persmem-agent"
 LOCAL_BASE_URL = "http://persmem.local"  # the Host local clients name: the socket has no host name of its own
 OWNER_PATH = "/_local/owner"
 HANDOVER_PATH = "/_local/handover"
+STOPPING = ("the persmem server serving this listen stream stopped (it was restarted or handed the home over); "
+            "listen again.")
 
 
 @dataclass
@@ -99,8 +102,40 @@ def build_local_app(host: Host, mcp_server, card: OwnerCard,
                                             max_request_body_size=host.config.server.max_body_bytes)
 
     class MCPEndpoint:  # an ASGI app (a plain function would be taken for a request handler)
+        def __init__(self):
+            self.listens: set[anyio.CancelScope] = set()
+
         async def __call__(self, scope, receive, send):
-            await sessions.handle_request(scope, receive, send)
+            # A 2026-07-28 listen stream never ends by itself: tracked so that stopping ends it at once (its client
+            # hears the stream drop and listens again, at the next owner) instead of holding up a handover for the
+            # whole graceful timeout. The header is checked against the body before the stream starts.
+            if dict(scope["headers"]).get(MCP_METHOD_HEADER.encode()) != b"subscriptions/listen":
+                await sessions.handle_request(scope, receive, send)
+                return
+            sent = {"started": False, "done": False}
+
+            async def watched_send(message):
+                sent["started"] |= message["type"] == "http.response.start"
+                sent["done"] |= message["type"] == "http.response.body" and not message.get("more_body", False)
+                await send(message)
+
+            with anyio.CancelScope() as listen:
+                self.listens.add(listen)
+                try:
+                    await sessions.handle_request(scope, receive, watched_send)
+                finally:
+                    self.listens.discard(listen)
+            if listen.cancelled_caught and not sent["done"]:  # end the answer properly: no half response
+                if sent["started"]:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                else:
+                    await jsonrpc_error(STOPPING, 503, -32603)(scope, receive, send)
+
+        def end_listens(self) -> None:
+            for listen in list(self.listens):
+                listen.cancel()
+
+    endpoint = MCPEndpoint()
 
     async def owner(request):
         return JSONResponse(asdict(card))
@@ -116,20 +151,21 @@ def build_local_app(host: Host, mcp_server, card: OwnerCard,
         async with sessions.run():
             yield
 
-    routes = [Route("/mcp", endpoint=MCPEndpoint(), methods=["POST", "GET", "DELETE"]),
+    routes = [Route("/mcp", endpoint=endpoint, methods=["POST", "GET", "DELETE"]),
               Route(OWNER_PATH, endpoint=owner), Route(HANDOVER_PATH, endpoint=hand_over, methods=["POST"])]
     specs = host.collect_routes() if route_specs is None else route_specs
     routes += [Mount(spec.prefix, app=spec.app) for spec in specs if spec.auth == "agent"]
     app = Starlette(routes=routes, lifespan=lifespan)
-    return LocalAgentMiddleware(JsonRpcBodyLimit(app, host.config.server.max_body_bytes), host)
+    return LocalAgentMiddleware(JsonRpcBodyLimit(app, host.config.server.max_body_bytes), host,
+                                end_listen_streams=endpoint.end_listens)
 
 
 class LocalAgentMiddleware:
     """Puts the agent named in `X-Persmem-Agent` into the request, as the HTTP auth middleware does for a
     bearer token; `/_local/*` needs no agent."""
 
-    def __init__(self, app, host: Host):
-        self.app, self.host = app, host
+    def __init__(self, app, host: Host, end_listen_streams: Callable[[], None] = lambda: None):
+        self.app, self.host, self.end_listen_streams = app, host, end_listen_streams
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"].startswith("/_local/"):
@@ -160,7 +196,7 @@ class LocalListener:
 
         config = uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning", server_header=False,
                                 timeout_graceful_shutdown=5)
-        self.server, self.sock = Server(config), sock
+        self.server, self.sock, self.app = Server(config), sock, app
         self._done = anyio.Event()
 
     async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
@@ -178,7 +214,10 @@ class LocalListener:
             self._done.set()
 
     async def stop(self) -> None:
-        """Stop accepting, let running requests finish (up to the graceful timeout), then return."""
+        """Stop accepting, let running requests finish (up to the graceful timeout), then return. Listen streams
+        (which never finish) end at once."""
+        if isinstance(self.app, LocalAgentMiddleware):
+            self.app.end_listen_streams()
         self.server.should_exit = True
         await self._done.wait()
 

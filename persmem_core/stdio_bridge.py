@@ -55,6 +55,7 @@ from persmem_core.local_server import (
     AGENT_HEADER,
     LOCAL_BASE_URL,
     OWNER_PATH,
+    STOPPING,
     LocalListener,
     OwnerCard,
     build_local_app,
@@ -192,12 +193,16 @@ class Bridge:
             try:
                 status, answer = await self._exchange(line, headers)
             except UserError as exc:
-                status, answer = None, {"jsonrpc": "2.0", "error": {"code": -32603, "message": str(exc)}}
+                lost_stream = message["method"] == "subscriptions/listen" and str(exc) == LOST_CALL
+                status, answer = None, {"jsonrpc": "2.0", "error": {
+                    "code": -32603, "message": STOPPING if lost_stream else str(exc)}}
             finally:
                 if self.running.get(request_id, (None, scope))[1] is scope:
                     del self.running[request_id]
         if scope.cancel_called:
             return  # the client cancelled it: it expects no answer
+        if message["method"] == "subscriptions/listen" and answer is None:  # the stream ended without its answer
+            answer = {"jsonrpc": "2.0", "error": {"code": -32603, "message": STOPPING}}
         if answer is None or ("result" not in answer and "error" not in answer):
             answer = {"jsonrpc": "2.0", "error": {
                 "code": -32603, "message": f"the persmem server answered HTTP {status} without a "
