@@ -1,7 +1,8 @@
 """The owner's side of the local socket (`persmem_core.ownership`): MCP for local clients, and the owner's card.
 
 Routes, on the socket only (never on a TCP port):
-- `POST /mcp`: MCP (stateless Streamable HTTP, JSON answers), as the agent named in `X-Persmem-Agent`. The
+- `POST /mcp`: MCP (stateless Streamable HTTP, JSON answers; both protocol eras, chosen by the
+  `MCP-Protocol-Version` header; a 2026-07-28 listen is an event stream), as the agent named in `X-Persmem-Agent`. The
   socket is 0600, so whoever connects is the home's own user, the same trust as a stdio server it starts;
   the agent is checked on every request (it must exist and not be revoked, or be [server] default_agent),
   so revoking an agent also ends the stdio sessions that speak for it.
