@@ -19,6 +19,7 @@ from persmem_core import paths
 from persmem_core.agents import AgentStore
 from persmem_core.auth_failures import AuthFailures
 from persmem_core.errors import ConfigError, PluginConflictError, UserError
+from persmem_core.oauth.store import OAuthStore
 from persmem_core.plugins import PerPlugin, PluginInfo, call_each, load_plugins, new_plugin_manager
 from persmem_core.settings import PluginsConfig
 from persmem_core.state import PluginState
@@ -58,6 +59,7 @@ class Host:
         self.config_path = Path(config_file) if config_file else paths.config_path(self.environ)
         self.home = paths.home_dir(self.environ)
         self.agents = AgentStore(self.home)
+        self.oauth = OAuthStore(self.home, self.agents, lambda: self.section("oauth"))  # OAuth grants act as agents
         self.auth_failures = AuthFailures()  # every place that checks a credential counts its failures here
         self.state = PluginState()  # each plugin's service, put there by its startup (persmem_core.state)
         self.warnings: list[str] = []
