@@ -38,7 +38,9 @@ def cli(ctx: click.Context) -> None:
 
 
 def _add_builtin_commands() -> None:
-    from persmem_core.commands import agent, backup, config, connect, doctor, plugin_new, plugins, restore, serve
+    from persmem_core.commands import (
+        agent, backup, config, connect, doctor, oauth, plugin_new, plugins, restore, serve,
+    )
 
     for command in (
         serve.serve,
@@ -46,6 +48,7 @@ def _add_builtin_commands() -> None:
         doctor.doctor,
         config.config,
         agent.agent,
+        oauth.oauth,
         connect.connect,
         backup.backup,
         restore.restore,

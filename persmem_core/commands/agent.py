@@ -78,8 +78,10 @@ def list_() -> None:
 @agent.command()
 @click.argument("name")
 def revoke(name: str) -> None:
-    """Revoke NAME's credentials; a running server refuses them at once."""
+    """Revoke NAME's credentials and end its OAuth grants; a running server refuses them at once."""
     from persmem_core.commands import get_host
 
-    get_host().agents.revoke(name)
-    click.echo(f"agent {name}: credentials revoked")
+    host = get_host()
+    host.agents.revoke(name)
+    ended = host.oauth.revoke_agent(name)  # their tokens already fail (the agent is gone); this shows it in the list
+    click.echo(f"agent {name}: credentials revoked, {len(ended)} OAuth grant(s) ended")

@@ -28,7 +28,7 @@ from persmem_core.errors import UserError
 
 MANIFEST = "MANIFEST.json"
 MANIFEST_FORMAT = 1
-CORE = "core"  # config and agents; the workspace inside the home under core/home/<its path in the home>
+CORE = "core"  # config, agents and OAuth grants; the workspace inside the home under core/home/<its path in the home>
 HOME_COPY = f"{CORE}/home"
 DATED_NAME = re.compile(r"persmem-\d{4}-\d\d-\d\dT\d{6}Z")  # the folders --keep writes, and the only ones it deletes
 
@@ -170,7 +170,8 @@ def _backup(dest: Path) -> None:
             "plugins": {p.name: p.version for p in host.loaded_plugins()},
             "backed_up": done,
             "core": {"config": (partial / CORE / "persmem.toml").exists(),
-                     "agents": (partial / CORE / "agents.json").exists()},
+                     "agents": (partial / CORE / "agents.json").exists(),
+                     "oauth": (partial / CORE / "oauth.json").exists()},
             "workspace": {"included": inside, "not_included": outside},
         }
         make_private(partial)
@@ -197,7 +198,8 @@ def _write(host, partial: Path, dest: Path) -> tuple[list[str], list[str], list[
     core = partial / CORE
     core.mkdir()
     # Stored under fixed names, so a restore finds them whatever PERSMEM_CONFIG named the config file.
-    for source, name in ((host.config_path, "persmem.toml"), (host.agents.path, "agents.json")):
+    for source, name in ((host.config_path, "persmem.toml"), (host.agents.path, "agents.json"),
+                         (host.oauth.path, "oauth.json")):
         if source.exists():
             shutil.copyfile(source, core / name)  # the content, not the mode
     inside, outside = workspace_parts(host)

@@ -4,11 +4,12 @@ Checked before anything is written: SRC is a finished backup (MANIFEST.json, wri
 files are all present and unchanged (size and SHA-256 as the manifest lists them); every plugin with data in
 it is installed here and can restore; the home is empty (restore never merges into, or overwrites, a store:
 a server serving the home has made files there, so it is refused too); nothing it would copy is a link (the
-manifest has no signature: an edited backup must not reach outside itself or the home). Then the config and
-the agent registry (credential hashes: the old tokens keep working) are written, the workspace that was
-inside the home is copied back, and each plugin puts its own data back through its `restore` hook, which refuses, in
-turn, a data folder that holds anything or is in use. Everything is written private (folders 0700, files
-0600) and synced to disk before the command says it is done. If anything fails, what was written is removed
+manifest has no signature: an edited backup must not reach outside itself or the home). Then the config, the
+agent registry (credential hashes: the old tokens keep working) and the OAuth registry (grants, clients, the
+operator passphrase: hashes too) are written, the workspace that was inside the home is copied back, and each
+plugin puts its own data back through its `restore` hook, which refuses, in turn, a data folder that holds
+anything or is in use. Everything is written private (folders 0700, files 0600) and synced to disk before the
+command says it is done. If anything fails, what was written is removed
 again and the home is as empty as it was.
 """
 
@@ -201,6 +202,8 @@ def _restore(host, src: Path) -> None:
                 atomic_write_bytes(config_path, backup_config.read_bytes())
         if (src / CORE / "agents.json").exists():
             atomic_write_bytes(restored_host.agents.path, (src / CORE / "agents.json").read_bytes())
+        if (src / CORE / "oauth.json").exists():  # OAuth grants and the operator passphrase (hashes only)
+            atomic_write_bytes(restored_host.oauth.path, (src / CORE / "oauth.json").read_bytes())
         for relative in workspace:
             copy_workspace_folder(src / HOME_COPY / relative, home, relative)
         failed = [(plugin, exc) for plugin, _, exc in
@@ -211,6 +214,7 @@ def _restore(host, src: Path) -> None:
                                for p, exc in failed)
             raise UserError(f"restore failed, nothing restored: {detail}")
         agents = restored_host.agents.agents()  # the restored registry reads back (a backup may hold anything)
+        grants = restored_host.oauth.grants()  # so does the OAuth registry
         os.sync()  # everything written above, durable before we say it is done
     except OSError as exc:  # disk full, no permission, a name the backup uses twice: one line, all undone
         _undo(home, home_existed, config_path if wrote_config else None)
@@ -220,6 +224,7 @@ def _restore(host, src: Path) -> None:
         raise
     click.echo(f"restored {src} (backup of {manifest['created']}) into {home}: "
                f"{'config, ' if backup_config.exists() else ''}{len(agents)} agent(s)"
+               f"{f', {len(grants)} OAuth grant(s)' if grants else ''}"
                f"{', workspace ' + ', '.join(workspace) if workspace else ''}"
                f"{', ' + ', '.join(plugins) if plugins else ''}.")
     not_included = manifest.get("workspace", {}).get("not_included") or []
