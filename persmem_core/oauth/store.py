@@ -421,13 +421,14 @@ class OAuthStore:
     def revoke(self, target: str, reason: str = "operator") -> list[GrantRecord]:
         """End every live grant `target` names: a grant id ("g_...") or a client id (all of its grants)."""
         with self._locked() as data:
+            now = time.time()
             named = [g for g in data.grants.values() if target in (g.grant_id, g.client_id)]
-            live = [g for g in named if g.revoked is None]
+            live = [g for g in named if grant_state(g, now) == "active"]
             if not live:
                 listing = persmem_line("oauth", "clients")
                 if named:
-                    raise UserError(f"{target!r} has no live grant (all of them ended already); `{listing}` lists "
-                                    "clients and grants.")
+                    raise UserError(f"{target!r} has no live grant (all of them ended already: revoked, or expired "
+                                    f"unused); `{listing}` lists clients and grants.")
                 raise UserError(f"no OAuth grant or client {target!r}: give a grant id (g_...) or a client id as "
                                 f"`{listing}` lists them.")
             for grant in live:
@@ -438,7 +439,8 @@ class OAuthStore:
     def revoke_agent(self, agent: str) -> list[GrantRecord]:
         """End every live grant acting as `agent` (it was revoked); [] if there is none."""
         with self._locked() as data:
-            live = [g for g in data.grants.values() if g.agent == agent and g.revoked is None]
+            now = time.time()
+            live = [g for g in data.grants.values() if g.agent == agent and grant_state(g, now) == "active"]
             for grant in live:
                 self._end(grant, "agent revoked")
             if live:
