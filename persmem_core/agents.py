@@ -75,7 +75,7 @@ class AgentStore:
         self.path = Path(home) / "agents.json"
         self._lock_path = Path(home) / ".agents.lock"
         self._cache: Registry = Registry()
-        self._cache_key: tuple[int, int] | None = None
+        self._cache_key: tuple[int, int, int] | None = None
         self._by_token: dict[str, str] = {}
         self._by_path: dict[str, str] = {}
         self._mutex = threading.Lock()
@@ -89,7 +89,9 @@ class AgentStore:
             if self._cache_key is not None or self._cache.agents:
                 self._set_cache(Registry(), None)
             return self._cache
-        key = (st.st_mtime_ns, st.st_size)
+        # every write is a new inode (atomic rename): a rotated token of the same length, written within one
+        # clock tick of the last read, still counts as a change
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key != self._cache_key:
             try:
                 registry = msgspec.json.decode(self.path.read_bytes(), type=Registry)
