@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import logging
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -29,8 +30,10 @@ from starlette.routing import Route
 
 from persmem_core.auth import client_address
 from persmem_core.errors import UserError
+from persmem_core.oauth.provider import CONSENT_PATH  # where provider.authorize sends the browser
 
-CONSENT_PATH = "/oauth/consent"
+log = logging.getLogger("persmem.oauth")
+
 MAX_FAILURES = 5  # wrong operator secrets on one request before it is dropped
 MAX_FORM_BYTES = 16 * 1024  # the form has four short fields
 MAX_SECRET_CHARS = 1024
@@ -191,7 +194,15 @@ class ConsentPage:
         if not secret:
             return self.form(pending, status=401, agent=agent,
                              error="Enter the operator passphrase or a one-time approval code.")
-        if len(secret) > MAX_SECRET_CHARS or not await anyio.to_thread.run_sync(self.host.oauth.check_operator, secret):
+        try:
+            approved = len(secret) <= MAX_SECRET_CHARS and await anyio.to_thread.run_sync(
+                self.host.oauth.check_operator, secret)
+        except UserError as e:  # the stored credential is damaged: the server's log says where, the page does not
+            log.error("consent: %s", e)
+            return message_page(503, "The operator credential cannot be checked",
+                                "The server's operator credential is damaged. Set it again with "
+                                "`persmem oauth password`, then start again from the app.")
+        if not approved:
             return await self.wrong_secret(request, pending, agent)
         return self.redirect(pending.request_id, agent=agent)
 
