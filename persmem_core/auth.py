@@ -15,6 +15,14 @@ An ASGI middleware in front of everything the server mounts:
 5. An answer lasts only as long as its credential: when the agent is revoked
    or its token rotated, a response still streaming (an event stream, MCP's
    GET stream) ends within a second, and nothing more is sent on it.
+6. With OAuth on (persmem_core/oauth), an OAuth access token (`pmat_...`) in
+   `Authorization: Bearer` works on /mcp, as the agent the operator approved
+   the client as, for as long as the token is unexpired and its grant and agent
+   live (checked like an agent token, while the answer streams too). Every 401
+   then names the protected-resource metadata (RFC 9728 `resource_metadata`),
+   which is how a client finds where to sign in. The OAuth endpoints are open;
+   on /token, /revoke and /register the Authorization header is the client's
+   own credential, read by the endpoint, not by this middleware.
 The agent goes into the ASGI scope (`persmem.agent`, read with `context.agent_of_scope`) and into `scope["user"]`
 so the MCP SDK binds each MCP session to the agent that opened it.
 
@@ -40,6 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from persmem_core.agents import AgentStore
 from persmem_core.auth_failures import AuthFailures
 from persmem_core.context import AGENT_SCOPE_KEY
+from persmem_core.oauth.records import ACCESS_PREFIX
 
 log = logging.getLogger("persmem.http")
 
@@ -59,8 +68,33 @@ QUERY_CREDENTIALS = {
 }
 
 
-def unauthorized(message: dict = UNAUTHORIZED) -> JSONResponse:
-    return JSONResponse(message, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="persmem"'})
+def unauthorized(message: dict = UNAUTHORIZED, *, resource_metadata: str | None = None,
+                 invalid_token: bool = False) -> JSONResponse:
+    """401 with RFC 6750's challenge; with OAuth on it names the protected-resource metadata (RFC 9728), and
+    `error="invalid_token"` says that the token presented did not hold."""
+    challenge = 'Bearer realm="persmem"'
+    if resource_metadata:
+        challenge += f', resource_metadata="{resource_metadata}"'
+        if invalid_token:
+            challenge += ', error="invalid_token"'
+    return JSONResponse(message, status_code=401, headers={"WWW-Authenticate": challenge})
+
+
+class OAuthResource:
+    """What the middleware needs of the OAuth side: the token lookup, this server's resource (a token must have
+    been issued for it), the path it guards and the metadata URL 401s name."""
+
+    def __init__(self, store, *, resource: str, resource_path: str, resource_metadata: str,
+                 open_paths: tuple[str, ...], client_auth_paths: tuple[str, ...]):
+        self.store = store
+        self.resource = resource
+        self.resource_path = resource_path  # "/mcp": OAuth tokens are for the MCP endpoint only (their audience)
+        self.resource_metadata = resource_metadata
+        self.open_paths = open_paths
+        self.client_auth_paths = client_auth_paths
+
+    def guards(self, path: str) -> bool:
+        return path == self.resource_path or path.startswith(self.resource_path + "/")
 
 
 def loggable_path(path: str) -> str:
@@ -89,6 +123,7 @@ class AgentAuthMiddleware:
         failures: AuthFailures,
         open_prefixes: tuple[str, ...] = ("/healthz",),
         open_paths: tuple[str, ...] = (),
+        oauth: OAuthResource | None = None,
     ):
         self.app = app
         self.agents = agents
@@ -97,6 +132,23 @@ class AgentAuthMiddleware:
         self.open_prefixes = open_prefixes
         self.open_paths = open_paths  # answered without credentials, matched exactly (`/`: a redirect to a page)
         self.failures = failures
+        self.oauth = oauth
+        if oauth is not None:
+            self.open_paths = open_paths + oauth.open_paths
+
+    def _unauthorized(self, message: dict = UNAUTHORIZED, *, invalid_token: bool = False) -> JSONResponse:
+        return unauthorized(message, resource_metadata=self.oauth.resource_metadata if self.oauth else None,
+                            invalid_token=invalid_token)
+
+    def _token_check(self, token: str, path: str) -> Callable[[], str | None]:
+        """The check that `token` still names an agent: an OAuth access token (on the path it was issued
+        for), or an agent's own token."""
+        oauth = self.oauth
+        if oauth is not None and token.startswith(ACCESS_PREFIX):
+            if not oauth.guards(path):
+                return lambda: None
+            return lambda: oauth.store.agent_for_access_token(token, oauth.resource)
+        return lambda: self.agents.agent_for_token(token)
 
     def _is_open(self, path: str) -> bool:
         return path in self.open_paths or any(path == p or path.startswith(p + "/") for p in self.open_prefixes)
@@ -113,7 +165,7 @@ class AgentAuthMiddleware:
 
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
         if any(name.lower() in QUERY_SECRET_NAMES for name, _ in query):
-            await self._refuse(unauthorized(QUERY_CREDENTIALS), scope, receive, send, shown_path)
+            await self._refuse(self._unauthorized(QUERY_CREDENTIALS), scope, receive, send, shown_path)
             return
 
         # Each credential the request presents, as a check that it still names the agent.
@@ -122,30 +174,36 @@ class AgentAuthMiddleware:
         if len(first) >= SECRET_SEGMENT_CHARS:
             path_agent = self.agents.agent_for_path_secret(first)
             if path_agent is None and self.agents.has_credentials() and not self._is_open(scope["path"]):
-                await self._refuse(unauthorized(), scope, receive, send, shown_path)  # a guessed secret path
+                await self._refuse(self._unauthorized(), scope, receive, send, shown_path)  # a guessed secret path
                 return
             if path_agent is not None:
                 checks.append(lambda: self.agents.agent_for_path_secret(first))
                 scope["path"] = "/" + rest if sep else "/"
                 scope["raw_path"] = scope["path"].encode()
         header = Request(scope).headers.get("authorization")
+        if self.oauth is not None and scope["path"] in self.oauth.client_auth_paths:
+            header = None  # the endpoint authenticates its client itself (HTTP Basic client secrets)
+        oauth_token: str | None = None
         if header is not None:
             scheme, _, token = header.partition(" ")
             token = token.strip()
-            if scheme.lower() != "bearer" or self.agents.agent_for_token(token) is None:
-                await self._refuse(unauthorized(), scope, receive, send, shown_path)
+            check = self._token_check(token, scope["path"]) if scheme.lower() == "bearer" else None
+            if check is None or check() is None:
+                await self._refuse(self._unauthorized(invalid_token=True), scope, receive, send, shown_path)
                 return
-            checks.append(lambda: self.agents.agent_for_token(token))
+            checks.append(check)
+            if token.startswith(ACCESS_PREFIX) and self.oauth is not None:
+                oauth_token = token
 
         agents = {check() for check in checks}
         if len(agents) > 1:  # a token and a secret path of two different agents
-            await self._refuse(unauthorized(), scope, receive, send, shown_path)
+            await self._refuse(self._unauthorized(invalid_token=True), scope, receive, send, shown_path)
             return
         agent = agents.pop() if agents else None
         if agent is None and not self._is_open(scope["path"]):
             agent = self.anonymous_agent()
             if agent is None:
-                await self._respond(unauthorized(), scope, receive, send, shown_path)
+                await self._respond(self._unauthorized(), scope, receive, send, shown_path)
                 return
             checks.append(self.anonymous_agent)
         if agent is None:
@@ -153,12 +211,21 @@ class AgentAuthMiddleware:
             return
         self.agents.seen(agent)
         scope[AGENT_SCOPE_KEY] = agent
-        scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=agent, scopes=[]))
+        scope["user"] = AuthenticatedUser(self._principal(agent, oauth_token))
 
         def still_valid() -> bool:
             return all(check() == agent for check in checks)
 
         await self._respond(self.app, scope, receive, send, shown_path, agent, still_valid)
+
+    def _principal(self, agent: str, oauth_token: str | None) -> AccessToken:
+        """Who the MCP SDK binds a session to: the agent; for an OAuth call, the OAuth client acting as the
+        agent (subject), so a session is never shared between a client and the agent's own token."""
+        grant = self.oauth.store.access_grant(oauth_token) if oauth_token and self.oauth else None
+        if grant is None:
+            return AccessToken(token="", client_id=agent, scopes=[])
+        return AccessToken(token="", client_id=grant.client_id, scopes=list(grant.scopes), subject=agent,
+                           resource=grant.resource)
 
     async def _refuse(self, response: ASGIApp, scope: Scope, receive: Receive, send: Send, shown_path: str) -> None:
         """A credential that does not hold: log it for fail2ban and answer after the address's delay."""
@@ -230,4 +297,4 @@ class AgentAuthMiddleware:
             if state["started"]:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
-                await unauthorized()(scope, receive, send)
+                await self._unauthorized(invalid_token=True)(scope, receive, send)

@@ -3,7 +3,9 @@
 The MCP endpoint is `/mcp` (and `/<secret>/mcp` for agents with a secret
 path); plugins mount their own HTTP apps beside it through `register_routes`;
 `/healthz` answers without auth and reveals nothing. Plugins' `startup` runs
-before the first request is accepted and `shutdown` after the last.
+before the first request is accepted and `shutdown` after the last. With OAuth
+on (`oauth_state`), the authorization server's endpoints are served beside
+/mcp (persmem_core/oauth/routes.py) and /mcp accepts its access tokens.
 """
 
 from __future__ import annotations
@@ -45,17 +47,37 @@ def check_bind_allowed(host: Host, bind_host: str) -> None:
         )
 
 
-def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None, route_specs=None):
+def oauth_state(host: Host, bind_host: str, port: int) -> tuple[str | None, str]:
+    """(the OAuth issuer, or None when OAuth is off; the startup line saying which, and why)."""
+    from persmem_core.oauth.routes import oauth_base_url
+
+    if not host.section("oauth").enabled:
+        return None, "oauth: off ([oauth] enabled = false): remote clients use bearer tokens or secret paths"
+    issuer = oauth_base_url(host, bind_host, port)
+    if issuer is None:
+        return None, (f"oauth: off: listening on {bind_host} without [server] public_url, so there is no address "
+                      "to sign in at; set [server] public_url to the https URL clients use (claude.ai connectors)")
+    lines = [f"oauth: remote clients (claude.ai connectors) sign in at {issuer} and act as the agent the operator "
+             f"approves; connector URL {issuer}/mcp"]
+    if not host.oauth.has_operator_credential():
+        lines.append("nobody can approve yet: set the operator passphrase with `persmem oauth password`, or print a "
+                     "one-time code with `persmem oauth approve-code`")
+    return issuer, "; ".join(lines)
+
+
+def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local_socket=None, card=None,
+                   route_specs=None):
     """The ASGI app `persmem serve --transport http` runs (also used by tests and benchmarks). With
     `local_socket` (a listening unix socket, `ownership.bind_private_socket`), the same tools are also served
-    there to local clients (stdio sessions), for as long as the app runs."""
+    there to local clients (stdio sessions), for as long as the app runs. `port` (default [server] port) is the
+    one clients reach on a loopback bind: the OAuth issuer's, when no public_url is set."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, RedirectResponse, Response
     from starlette.routing import Mount, Route
 
-    from persmem_core.auth import AgentAuthMiddleware
+    from persmem_core.auth import AgentAuthMiddleware, OAuthResource
     from persmem_core.tools import build_mcp_server
     from persmem_core.http_headers import SecurityHeadersMiddleware
     from persmem_core.http_limits import JsonRpcBodyLimit
@@ -97,6 +119,20 @@ def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None, 
               Route("/", endpoint=root), Route("/favicon.ico", endpoint=favicon)]
     routes += [Mount(spec.prefix, app=spec.app) for spec in route_specs]
 
+    issuer, _ = oauth_state(host, bind_host, server_cfg.port if port is None else port)
+    oauth = None
+    if issuer is not None:
+        from persmem_core.oauth import routes as oauth_routes
+
+        resource = issuer + oauth_routes.RESOURCE_PATH
+        endpoints, _provider = oauth_routes.build_oauth_routes(host, issuer, resource)
+        routes = endpoints + routes
+        oauth = OAuthResource(
+            host.oauth, resource=resource, resource_path=oauth_routes.RESOURCE_PATH,
+            resource_metadata=oauth_routes.resource_metadata_url(issuer),
+            open_paths=oauth_routes.oauth_paths(), client_auth_paths=oauth_routes.client_auth_paths(),
+        )
+
     @contextlib.asynccontextmanager
     async def lifespan(app):  # the plugins were started before the port opened (serve_http)
         import anyio
@@ -129,7 +165,7 @@ def build_http_app(host: Host, *, bind_host: str, local_socket=None, card=None, 
     open_prefixes = ("/healthz",) + tuple(spec.prefix for spec in route_specs if spec.auth == "none")
     authenticated = AgentAuthMiddleware(
         limited, agents=host.agents, security=security, anonymous_agent=anonymous_agent,
-        failures=host.auth_failures, open_prefixes=open_prefixes, open_paths=("/", "/favicon.ico"),
+        failures=host.auth_failures, open_prefixes=open_prefixes, open_paths=("/", "/favicon.ico"), oauth=oauth,
     )
     return SecurityHeadersMiddleware(authenticated)  # outermost: refusals and 404s get the headers too
 
@@ -161,7 +197,7 @@ def bind_port(bind_host: str, port: int):
     return sock
 
 
-def startup_lines(host: Host, url: str, local: str, route_specs) -> list[str]:
+def startup_lines(host: Host, url: str, local: str, route_specs, oauth_line: str = "") -> list[str]:
     """What the operator needs to know once the server runs: where to connect, and who gets in."""
     server_cfg = host.config.server
     pages = ", ".join(f"{spec.title} {url}{spec.prefix}/" for spec in route_specs if spec.title)
@@ -173,6 +209,8 @@ def startup_lines(host: Host, url: str, local: str, route_specs) -> list[str]:
     else:
         lines.append(f"auth: no agent has credentials yet, so loopback callers are served as agent "
                      f"{server_cfg.default_agent!r}; `persmem agent add NAME` makes every client need a token")
+    if oauth_line:
+        lines.append(oauth_line)
     return lines
 
 
@@ -196,7 +234,7 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         url = server_cfg.public_url.rstrip("/") or f"http://{shown}:{port}"
         local = bind_private_socket(socket_path(host.home))
         route_specs = host.collect_routes()  # once: each call builds the plugins' apps (the dashboard's) anew
-        app = build_http_app(host, bind_host=bind_host, local_socket=local, route_specs=route_specs,
+        app = build_http_app(host, bind_host=bind_host, port=port, local_socket=local, route_specs=route_specs,
                              card=OwnerCard(role="http", mcp_url=f"{url}/mcp"))
         config = uvicorn.Config(
             app,
@@ -215,7 +253,8 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         )
         host.startup()  # before the port opens: a plugin that cannot start stops the server with one clear line
         host.serving_addresses.add((bind_host, port))
-        for line in startup_lines(host, url, str(socket_path(host.home)), route_specs):
+        _, oauth_line = oauth_state(host, bind_host, port)
+        for line in startup_lines(host, url, str(socket_path(host.home)), route_specs, oauth_line):
             log.info("%s", line)
         try:
             stopping_server(config).run(sockets=[tcp])
