@@ -19,6 +19,7 @@ import asyncio
 import base64
 import hashlib
 import itertools
+import json
 import re
 import secrets
 import subprocess
@@ -60,8 +61,9 @@ def cli(server, *args: str, input: str | None = None) -> subprocess.CompletedPro
 
 
 class Transcript:
-    """Who sent what where and what came back: method, path (never a query: codes and states live there) and
-    status, for the issue's note."""
+    """Who sent what where and what came back: method, path, status, and what the request was about (the
+    JSON-RPC method and MCP-Protocol-Version, the grant type, the consent decision and agent, the 401's error).
+    Never a query string, a token, a code or a secret: this goes into the issue's note."""
 
     def __init__(self):
         self.lines: list[str] = []
@@ -69,12 +71,26 @@ class Transcript:
     def note(self, text: str) -> None:
         self.lines.append(text)
 
-    def request(self, who: str, method: str, url: str, status: int | str) -> None:
-        parts = urlsplit(url)
-        self.lines.append(f"  {who:<8} {method:<6} {parts.path:<48} {status}")
+    def request(self, who: str, method: str, url: str, status: int | str, about: str = "") -> None:
+        self.lines.append(f"  {who:<8} {method:<6} {urlsplit(url).path:<44} {status}  {about}".rstrip())
 
     async def on_response(self, response: httpx2.Response) -> None:  # an httpx2 event hook
-        self.request("client", response.request.method, str(response.request.url), response.status_code)
+        request = response.request
+        about = []
+        if request.url.path == "/mcp" and request.method == "POST":
+            message = json.loads(request.content)
+            about.append(message.get("method", "(a response)") if isinstance(message, dict) else "(a batch)")
+        if "mcp-protocol-version" in request.headers:
+            about.append(f"MCP-Protocol-Version {request.headers['mcp-protocol-version']}")
+        if request.url.path == "/token":
+            about += [f"grant_type={v}" for v in parse_qs(request.content.decode()).get("grant_type", [])]
+        if "authorization" in request.headers:
+            about.append("with a bearer token")
+        if response.status_code == 401:
+            error = re.search(r'error="([^"]+)"', response.headers.get("www-authenticate", ""))
+            about.append(f"WWW-Authenticate: Bearer {'error=' + error.group(1) + ', ' if error else ''}"
+                         "resource_metadata=...")
+        self.request("client", request.method, str(request.url), response.status_code, ", ".join(about))
 
 
 class MemoryTokenStorage:
@@ -106,6 +122,7 @@ class LoopbackCallback:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/callback"
         self.queries: list[dict[str, str]] = []
+        self.requests: list[tuple[str, str]] = []
         self.arrived = asyncio.Event()
 
     async def __aenter__(self):
@@ -126,7 +143,7 @@ class LoopbackCallback:
         await writer.drain()
         writer.close()
         if urlsplit(target).path == "/callback":
-            self.transcript.request("browser", method, target, "200 (the client's loopback listener: code, state, iss)")
+            self.requests.append((method, target))
             self.queries.append({name: values[0] for name, values in parse_qs(urlsplit(target).query).items()})
             self.arrived.set()
 
@@ -162,6 +179,9 @@ class ConsentInBrowser:
             await self.callback.arrived.wait()
         await page.wait_for_load_state()
         assert "Connected" in await page.inner_text("body")
+        method, target = self.callback.requests[-1]
+        self.callback.transcript.request("browser", method, target, 200, "the client's loopback listener: code, "
+                                         "state and iss go to the SDK's callback_handler")
 
     async def callback_handler(self):
         from mcp.shared.auth import AuthorizationCodeResult
@@ -176,7 +196,12 @@ class ConsentInBrowser:
 
         def on_response(response) -> None:
             if urlsplit(response.url).netloc == ours:
-                transcript.request("browser", response.request.method, response.url, response.status)
+                about = ""
+                if response.request.method == "POST":  # the decision; the operator secret is not shown
+                    form = parse_qs(response.request.post_data or "")
+                    about = ", ".join(f"{k}={form[k][0]}" for k in ("decision", "agent") if k in form)
+                    about += ", operator_secret=(the passphrase)"
+                transcript.request("browser", response.request.method, response.url, response.status, about)
 
         self.page.on("response", on_response)
 
@@ -227,8 +252,9 @@ async def run_client(server, page, callback: LoopbackCallback, transcript: Trans
         assert current.refresh_token != first.refresh_token and current.access_token != first.access_token
 
         transcript.note("# the client revokes its grant (RFC 7009); the next call is 401")
-        revoked = await http.post(f"{server.base_url}/revoke", data={
-            "token": current.refresh_token, "client_id": storage.client_info.client_id})
+        async with httpx2.AsyncClient(timeout=30, event_hooks={"response": [transcript.on_response]}) as plain:
+            revoked = await plain.post(f"{server.base_url}/revoke", data={
+                "token": current.refresh_token, "client_id": storage.client_info.client_id})
         assert revoked.status_code == 200, revoked.text
         with anyio.fail_after(30), pytest.raises(Exception):  # the refused client cannot connect
             async with Client(streamable_http_client(server.url, http_client=http), mode=mode) as client:
@@ -498,3 +524,15 @@ def test_agent_revoke_ends_its_oauth_access_at_once(server):
     assert revoked.returncode == 0, revoked.stderr
     assert connector.initialize(tokens["access_token"]).status_code == 401
     assert is_invalid_grant(connector.token(grant_type="refresh_token", refresh_token=tokens["refresh_token"]))
+
+
+def test_consent_page_says_what_to_run_when_nobody_can_approve(persmem_server):
+    """A fresh server: no operator credential yet. The page names the command instead of offering Approve."""
+    fresh = persmem_server(agents=["kite"], env={"PERSMEM_DISABLE_PLUGINS": DISABLED})
+    connector = Connector(fresh)
+    page = connector.http.get(f"{fresh.base_url}/oauth/consent", params={"request": connector.open_consent()})
+    assert "persmem oauth password" in page.text and "persmem oauth approve-code" in page.text
+    assert 'value="approve"' not in page.text and 'value="deny"' in page.text
+    refused = connector.post_consent(parse_qs(urlsplit(str(page.url)).query)["request"][0], agent="kite",
+                                     operator_secret="anything at all", decision="approve")
+    assert refused.status_code == 401 and "location" not in refused.headers
