@@ -22,7 +22,7 @@ import anyio
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
-from mcp.server.auth.handlers.revoke import RevocationHandler
+from mcp.server.auth.handlers.revoke import RevocationErrorResponse, RevocationHandler
 from mcp.server.auth.handlers.token import TokenErrorResponse, TokenHandler
 from mcp.server.auth.json_response import PydanticJSONResponse
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
@@ -181,6 +181,27 @@ class ResourceCheckingTokenHandler(TokenHandler):
                 status_code=400, headers=NO_STORE)
 
 
+class BasicFriendlyRevocationHandler(RevocationHandler):
+    """The SDK's RFC 7009 endpoint, except that a client authenticating with HTTP Basic need not also put a
+    `client_secret` field in the form (the SDK's form model requires the field, so such clients got 400)."""
+
+    async def handle(self, request: Request) -> Response:
+        try:
+            client = await self.client_authenticator.authenticate_request(request)
+        except AuthenticationError as exc:
+            # RFC 7009 §2.2.1 answers failed client authentication as RFC 6749 §5.2 does: invalid_client
+            return JSONResponse({"error": "invalid_client", "error_description": exc.message}, status_code=401,
+                                headers=NO_STORE)
+        form = await request.form()
+        token = form.get("token")
+        if not isinstance(token, str) or not token:
+            return PydanticJSONResponse(status_code=400, headers=NO_STORE, content=RevocationErrorResponse(
+                error="invalid_request", error_description="the form must carry the token to revoke"))
+        # RFC 7009: an access or refresh token of this client ends its grant; an unknown one is no error
+        await anyio.to_thread.run_sync(self.provider.host.oauth.revoke_token, token, client.client_id)
+        return Response(status_code=200, headers=NO_STORE)
+
+
 class DocumentAwareAuthorizationHandler(AuthorizationHandler):
     """The SDK's /authorize, except that a client_id naming a metadata document that cannot be used is
     answered with the reason (400, no redirect: nothing vouches for the redirect URI)."""
@@ -230,7 +251,7 @@ def build_oauth_routes(host, issuer: str, resource: str) -> tuple[list[Route], P
     pr_metadata = ProtectedResourceMetadataHandler(protected_resource_metadata(issuer, resource))
     registration = RegistrationHandler(provider, options=ClientRegistrationOptions(enabled=True))
     token = ResourceCheckingTokenHandler(provider, authenticator)
-    revocation = RevocationHandler(provider, authenticator)
+    revocation = BasicFriendlyRevocationHandler(provider, authenticator)
     authorization = DocumentAwareAuthorizationHandler(provider)
 
     read_only = ["GET", "OPTIONS"]
