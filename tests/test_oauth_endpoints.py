@@ -13,17 +13,24 @@ import datetime
 import hashlib
 import http.server
 import ipaddress
+import itertools
 import json
 import secrets
 import ssl
+import subprocess
 import threading
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
-from persmem_core.testing import clean_env, free_port, start_server, write_config
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, free_port, persmem_command, start_server
+from persmem_core.testing import tool_result, write_config
 
 DISABLED = "memory_hnsw,amq_maildir,shell,git,searxng,dashboard,sessions"
 LOOPBACK_CALLBACK = "http://127.0.0.1:43123/callback"
@@ -128,7 +135,8 @@ def documents(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, documents):
     home = tmp_path_factory.mktemp("oauthendpoints")
-    write_config(home, {"oauth": {"client_document_private_hosts": ["localhost"]}})
+    # SSE answers, so an MCP GET stream stays open (the streaming test)
+    write_config(home, {"oauth": {"client_document_private_hosts": ["localhost"]}, "server": {"json_response": False}})
     env = clean_env(home, PERSMEM_DISABLE_PLUGINS=DISABLED, SSL_CERT_FILE=str(documents.ca))
     running = start_server(home, ("kite",), env)
     yield running
@@ -136,6 +144,16 @@ def server(tmp_path_factory, documents):
 
 
 # -- helpers ------------------------------------------------------------------------------------------------------
+
+SOURCES = (f"127.0.0.{n}" for n in itertools.count(20))
+
+
+def from_new_address(method: str, url: str, **kwargs) -> httpx2.Response:
+    """A request expected to fail authentication, from a loopback address of its own: failures from one address
+    are answered ever more slowly (auth_failures.py), which would only slow these tests down."""
+    with httpx2.Client(transport=httpx2.HTTPTransport(local_address=next(SOURCES)), timeout=10) as http:
+        return http.request(method, url, **kwargs)
+
 
 
 def pkce() -> tuple[str, str]:
@@ -214,7 +232,7 @@ def test_every_401_points_to_the_protected_resource_metadata(server):
     assert missing.status_code == 401
     assert missing.headers["www-authenticate"] == challenge
     for token in ("pmat_" + secrets.token_urlsafe(32), "pm_" + secrets.token_urlsafe(32), "nonsense"):
-        wrong = httpx2.post(server.url, json={}, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        wrong = from_new_address("POST", server.url, json={}, headers={"Authorization": f"Bearer {token}"})
         assert wrong.status_code == 401
         assert wrong.headers["www-authenticate"] == challenge + ', error="invalid_token"'
     # the agent's own bearer token still works
@@ -310,6 +328,10 @@ def token(server, form: dict, **kwargs) -> httpx2.Response:
     return httpx2.post(f"{server.base_url}/token", data=form, timeout=10, **kwargs)
 
 
+def failing_token(server, form: dict, **kwargs) -> httpx2.Response:
+    return from_new_address("POST", f"{server.base_url}/token", data=form, **kwargs)
+
+
 def test_token_endpoint_refuses_another_resource_unknown_clients_and_wrong_secrets(server, public_client,
                                                                                   confidential_client):
     verifier, _ = pkce()
@@ -332,7 +354,7 @@ def test_token_endpoint_refuses_another_resource_unknown_clients_and_wrong_secre
                     "client_id": confidential_client["client_id"]}
     for secret in (None, "wrong", confidential_client["client_secret"] + "x"):
         form = confidential | ({"client_secret": secret} if secret else {})
-        wrong = token(server, form)
+        wrong = failing_token(server, form)
         assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client", wrong.text
     right = token(server, confidential | {"client_secret": confidential_client["client_secret"]})
     assert right.status_code == 400 and right.json()["error"] == "invalid_grant"  # authenticated; no such token
@@ -347,13 +369,16 @@ def test_basic_client_authentication_passes_the_agent_middleware(server):
             "client_id": client["client_id"]}
     right = token(server, form, auth=(client["client_id"], client["client_secret"]))
     assert right.status_code == 400 and right.json()["error"] == "invalid_grant"
-    wrong = token(server, form, auth=(client["client_id"], "wrong"))
+    source = next(SOURCES)
+    with httpx2.Client(transport=httpx2.HTTPTransport(local_address=source), timeout=10) as http:
+        wrong = http.post(f"{server.base_url}/token", data=form, auth=(client["client_id"], "wrong"))
     assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+    assert f"persmem auth failure from {source}" in server.log()  # a wrong client secret is a failed credential
     revoke = httpx2.post(f"{server.base_url}/revoke", data={"token": "pmat_unknown", "client_id": client["client_id"]},
                          auth=(client["client_id"], client["client_secret"]), timeout=10)
     assert revoke.status_code == 200  # RFC 7009: an unknown token is not an error
-    refused = httpx2.post(f"{server.base_url}/revoke", data={"token": "pmat_unknown", "client_id": client["client_id"]},
-                          auth=(client["client_id"], "wrong"), timeout=10)
+    refused = from_new_address("POST", f"{server.base_url}/revoke", auth=(client["client_id"], "wrong"),
+                               data={"token": "pmat_unknown", "client_id": client["client_id"]})
     assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
 
 
@@ -437,3 +462,100 @@ def test_with_oauth_off_nothing_is_served_and_the_startup_line_says_so(tmp_path)
         assert running.call_tool("persmem_whoami", agent="kite")["agent"] == "kite"
     finally:
         running.stop()
+
+
+# -- an OAuth access token on the resource server ----------------------------------------------------------------
+
+
+def cli(server, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(persmem_command(*args), env=server.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def access_token_for(server, agent: str) -> tuple[str, str]:
+    """(access token, client_id) of a fresh grant acting as `agent`: registration, /authorize, the consent form
+    approved with a one-time code from `persmem oauth approve-code`, the code exchanged at /token."""
+    client = register(server, [LOOPBACK_CALLBACK], token_endpoint_auth_method="none").json()
+    verifier, challenge = pkce()
+    consent = authorize(server, client_id=client["client_id"], response_type="code", code_challenge=challenge,
+                        redirect_uri=LOOPBACK_CALLBACK, state="t1", resource=server.url).headers["location"]
+    approval = cli(server, "oauth", "approve-code").stdout.split("approval code:")[1].split()[0]
+    decided = httpx2.post(f"{server.base_url}/oauth/consent", timeout=30, follow_redirects=False, data={
+        "request": query_of(consent)["request"], "agent": agent, "operator_secret": approval, "decision": "approve"})
+    assert decided.status_code == 302, decided.text
+    back = query_of(decided.headers["location"])
+    assert back["state"] == "t1" and back["iss"] == server.base_url
+    tokens = token(server, {"grant_type": "authorization_code", "code": back["code"], "code_verifier": verifier,
+                            "redirect_uri": LOOPBACK_CALLBACK, "client_id": client["client_id"], "resource": server.url})
+    assert tokens.status_code == 200, tokens.text
+    return tokens.json()["access_token"], client["client_id"]
+
+
+def mcp_session(server, headers: dict[str, str]) -> dict[str, str]:
+    opened = httpx2.post(server.url, headers={**MCP_HEADERS, **headers}, json=MCP_INITIALIZE, timeout=10)
+    assert opened.status_code == 200, opened.text
+    session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+    httpx2.post(server.url, headers={**MCP_HEADERS, **headers, **session},
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"}, timeout=10)
+    return session
+
+
+class StreamReader(threading.Thread):
+    """Holds an MCP GET stream open in the background and notes when it ended."""
+
+    def __init__(self, url: str, headers: dict[str, str]):
+        super().__init__(daemon=True)
+        self.url, self.headers = url, headers
+        self.opened = threading.Event()
+        self.status: int | None = None
+        self.ended_at: float | None = None
+
+    def run(self) -> None:
+        try:
+            with httpx2.stream("GET", self.url, headers=self.headers, timeout=30) as response:
+                self.status = response.status_code
+                self.opened.set()
+                for _ in response.iter_lines():
+                    pass
+        except httpx2.HTTPError:
+            pass
+        finally:
+            self.ended_at = time.monotonic()
+            self.opened.set()
+
+
+def test_an_oauth_token_acts_as_the_approved_agent_on_mcp_only_until_its_grant_is_revoked(server):
+    access, client_id = access_token_for(server, "kite")
+    bearer = {"Authorization": f"Bearer {access}"}
+    assert access not in oauth_file(server)  # only its hash is kept
+
+    async def whoami():
+        async with httpx2.AsyncClient(headers=bearer, timeout=30) as http:
+            async with Client(streamable_http_client(server.url, http_client=http)) as client:
+                return await client.call_tool("persmem_whoami", {})
+
+    assert tool_result(anyio.run(whoami))["agent"] == "kite"
+
+    # its audience is /mcp: another path of this server does not take it
+    elsewhere = from_new_address("GET", f"{server.base_url}/some/agent/path", headers=bearer)
+    assert elsewhere.status_code == 401 and 'error="invalid_token"' in elsewhere.headers["www-authenticate"]
+
+    # a session it opened belongs to the client acting as kite, not to kite's own token
+    session = mcp_session(server, bearer)
+    borrowed = httpx2.post(server.url, timeout=10, headers={**MCP_HEADERS, **server.headers("kite"), **session},
+                           json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert borrowed.status_code in (403, 404), borrowed.text
+
+    # an open stream ends within a second of `persmem oauth revoke`, and the token is refused after
+    stream = StreamReader(server.url, {"Accept": "text/event-stream", **bearer, **session})
+    stream.start()
+    assert stream.opened.wait(10) and stream.status == 200
+    time.sleep(0.3)
+    assert stream.is_alive()
+    cli(server, "oauth", "revoke", client_id)
+    revoked_at = time.monotonic()
+    stream.join(5)
+    assert stream.ended_at is not None and stream.ended_at - revoked_at < 1.5
+    after = from_new_address("POST", server.url, headers={**MCP_HEADERS, **bearer}, json=MCP_INITIALIZE)
+    assert after.status_code == 401 and 'error="invalid_token"' in after.headers["www-authenticate"]

@@ -40,14 +40,13 @@ from starlette.types import ASGIApp
 from persmem_core.auth import client_address
 from persmem_core.netaddr import is_loopback
 from persmem_core.oauth.client_documents import ClientDocumentError
-from persmem_core.oauth.provider import PersmemOAuthProvider, secret_sha256
+from persmem_core.oauth.provider import CONSENT_PATH, PersmemOAuthProvider, secret_sha256
 from persmem_core.oauth.store import GrantError
 
 AUTHORIZATION_PATH = "/authorize"
 TOKEN_PATH = "/token"
 REGISTRATION_PATH = "/register"
 REVOCATION_PATH = "/revoke"
-CONSENT_PATH = "/oauth/consent"
 AS_METADATA_PATH = "/.well-known/oauth-authorization-server"
 PRM_PATH = "/.well-known/oauth-protected-resource"
 RESOURCE_PATH = "/mcp"
