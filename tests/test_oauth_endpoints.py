@@ -268,6 +268,18 @@ def test_registration_refuses_redirects_that_are_neither_https_nor_loopback(serv
     assert oauth_file(server) == before  # nothing registered
 
 
+def test_registration_is_bounded(server):
+    before = oauth_file(server)
+    many = register(server, [f"https://app.example.com/cb{n}" for n in range(21)])
+    assert many.status_code == 400 and many.json()["error"] == "invalid_redirect_uri"
+    bulky = register(server, ["https://app.example.com/cb"], contacts=["x" * 1000] * 10)
+    assert bulky.status_code == 400 and bulky.json()["error"] == "invalid_client_metadata"
+    huge = httpx2.post(f"{server.base_url}/register", content=b'{"redirect_uris": ["' + b"x" * 70000 + b'"]}',
+                       headers={"Content-Type": "application/json"}, timeout=10)
+    assert huge.status_code == 413
+    assert oauth_file(server) == before
+
+
 # -- /authorize ---------------------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ calls `finish_consent` for the redirect back to the client.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 import time
@@ -39,6 +40,8 @@ from persmem_core.oauth.store import GrantError
 
 CONSENT_PATH = "/oauth/consent"
 MAX_PENDING = 500  # consents waiting at once; /authorize is open, so the oldest goes beyond this
+MAX_CLIENT_METADATA_BYTES = 8 * 1024  # registration is open: what one client may make oauth.json keep
+MAX_REDIRECT_URIS = 20
 PKCE_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url(SHA-256) without padding
 TOKEN_ERRORS = {"invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
                 "unsupported_grant_type", "invalid_scope", "invalid_target"}
@@ -120,6 +123,8 @@ class PersmemOAuthProvider:
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         uris = [str(uri) for uri in client_info.redirect_uris or []]
+        if len(uris) > MAX_REDIRECT_URIS:
+            raise RegistrationError("invalid_redirect_uri", f"at most {MAX_REDIRECT_URIS} redirect URIs per client")
         for uri in uris:
             problem = redirect_uri_problem(uri)
             if problem:
@@ -129,6 +134,10 @@ class PersmemOAuthProvider:
                                     "client_secret_post or client_secret_basic")
         metadata = client_info.model_dump(mode="json", exclude_none=True,
                                           exclude={"client_secret", "client_id", "client_id_issued_at"})
+        if len(json.dumps(metadata)) > MAX_CLIENT_METADATA_BYTES:
+            raise RegistrationError("invalid_client_metadata", f"the client metadata is larger than "
+                                    f"{MAX_CLIENT_METADATA_BYTES // 1024} KB; register with less (no inline jwks, "
+                                    "shorter names and lists)")
         record = ClientRecord(
             client_id=client_info.client_id,
             client_name=(client_info.client_name or "")[:200],
