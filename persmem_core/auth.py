@@ -48,6 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from persmem_core.agents import AgentStore
 from persmem_core.auth_failures import AuthFailures
 from persmem_core.context import AGENT_SCOPE_KEY
+from persmem_core.errors import UserError
 from persmem_core.oauth.records import ACCESS_PREFIX
 
 log = logging.getLogger("persmem.http")
@@ -92,6 +93,20 @@ class OAuthResource:
         self.resource_metadata = resource_metadata
         self.open_paths = open_paths
         self.client_auth_paths = client_auth_paths
+
+    def agent_for(self, token: str) -> str | None:
+        """The agent `token` acts as; None also when oauth.json cannot be read (logged: agent tokens still work)."""
+        try:
+            return self.store.agent_for_access_token(token, self.resource)
+        except UserError as exc:
+            log.error("OAuth token refused: %s", exc)
+            return None
+
+    def grant_of(self, token: str):
+        try:
+            return self.store.access_grant(token)
+        except UserError:
+            return None
 
     def guards(self, path: str) -> bool:
         return path == self.resource_path or path.startswith(self.resource_path + "/")
@@ -147,7 +162,7 @@ class AgentAuthMiddleware:
         if oauth is not None and token.startswith(ACCESS_PREFIX):
             if not oauth.guards(path):
                 return lambda: None
-            return lambda: oauth.store.agent_for_access_token(token, oauth.resource)
+            return lambda: oauth.agent_for(token)
         return lambda: self.agents.agent_for_token(token)
 
     def _is_open(self, path: str) -> bool:
@@ -221,7 +236,7 @@ class AgentAuthMiddleware:
     def _principal(self, agent: str, oauth_token: str | None) -> AccessToken:
         """Who the MCP SDK binds a session to: the agent; for an OAuth call, the OAuth client acting as the
         agent (subject), so a session is never shared between a client and the agent's own token."""
-        grant = self.oauth.store.access_grant(oauth_token) if oauth_token and self.oauth else None
+        grant = self.oauth.grant_of(oauth_token) if oauth_token and self.oauth else None
         if grant is None:
             return AccessToken(token="", client_id=agent, scopes=[])
         return AccessToken(token="", client_id=grant.client_id, scopes=list(grant.scopes), subject=agent,

@@ -59,7 +59,11 @@ def oauth_state(host: Host, bind_host: str, port: int) -> tuple[str | None, str]
                       "to sign in at; set [server] public_url to the https URL clients use (claude.ai connectors)")
     lines = [f"oauth: remote clients (claude.ai connectors) sign in at {issuer} and act as the agent the operator "
              f"approves; connector URL {issuer}/mcp"]
-    if not host.oauth.has_operator_credential():
+    try:
+        ready = host.oauth.has_operator_credential()
+    except UserError as exc:  # a damaged oauth.json: OAuth sign-ins fail with this message, the rest serves
+        return issuer, "; ".join(lines + [str(exc)])
+    if not ready:
         lines.append("nobody can approve yet: set the operator passphrase with `persmem oauth password`, or print a "
                      "one-time code with `persmem oauth approve-code`")
     return issuer, "; ".join(lines)

@@ -571,3 +571,22 @@ def test_an_oauth_token_acts_as_the_approved_agent_on_mcp_only_until_its_grant_i
     assert stream.ended_at is not None and stream.ended_at - revoked_at < 1.5
     after = from_new_address("POST", server.url, headers={**MCP_HEADERS, **bearer}, json=MCP_INITIALIZE)
     assert after.status_code == 401 and 'error="invalid_token"' in after.headers["www-authenticate"]
+
+
+def test_a_damaged_oauth_file_stops_sign_ins_with_a_clear_answer_and_nothing_else(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "oauth.json").write_text("{not json")
+    running = start_server(home, ("kite",), clean_env(home, PERSMEM_DISABLE_PLUGINS=DISABLED))
+    try:
+        assert "the OAuth registry is damaged" in running.log()  # the startup lines say so
+        assert running.call_tool("persmem_whoami", agent="kite")["agent"] == "kite"
+        bearer = {"Authorization": "Bearer pmat_" + secrets.token_urlsafe(32)}
+        refused = httpx2.post(running.url, headers={**MCP_HEADERS, **bearer}, json=MCP_INITIALIZE, timeout=10)
+        assert refused.status_code == 401
+        answer = register(running, [LOOPBACK_CALLBACK])
+        assert answer.status_code == 503 and answer.json()["error"] == "temporarily_unavailable"
+        assert str(home) not in answer.text  # the reason, with its path, is for the operator's log
+        assert "Traceback" not in running.log()
+    finally:
+        running.stop()

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
+import logging
 from urllib.parse import unquote, urlsplit
 
 import anyio
@@ -38,6 +40,7 @@ from starlette.routing import Route, request_response
 from starlette.types import ASGIApp
 
 from persmem_core.auth import client_address
+from persmem_core.errors import UserError
 from persmem_core.netaddr import is_loopback
 from persmem_core.oauth.client_documents import ClientDocumentError
 from persmem_core.oauth.provider import CONSENT_PATH, PersmemOAuthProvider, secret_sha256
@@ -54,6 +57,7 @@ MAX_OAUTH_BODY_BYTES = 64 * 1024  # registrations and token forms are small; not
 CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
+log = logging.getLogger("persmem.oauth")
 _URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
 
 
@@ -99,6 +103,23 @@ def _cors(app: ASGIApp, methods: list[str]) -> ASGIApp:
 
 def _limited(app: ASGIApp) -> ASGIApp:
     return RequestBodyLimitMiddleware(app, MAX_OAUTH_BODY_BYTES)
+
+
+def _guarded(handler):
+    """`handler`, answering a store that cannot be read (a damaged oauth.json) with 503 and the reason in the
+    operator's log, not with a traceback; the client is told only that the server cannot sign it in now."""
+
+    @functools.wraps(handler)
+    async def guarded(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except UserError as exc:
+            log.error("OAuth %s refused: %s", request.url.path, exc)
+            return JSONResponse({"error": "temporarily_unavailable", "error_description": "this server cannot "
+                                 "sign clients in right now; its operator's log says why"}, status_code=503,
+                                headers=NO_STORE)
+
+    return guarded
 
 
 class HashedSecretAuthenticator(ClientAuthenticator):
@@ -261,10 +282,13 @@ def build_oauth_routes(host, issuer: str, resource: str) -> tuple[list[Route], P
         Route(PRM_PATH, endpoint=_cors(request_response(pr_metadata.handle), read_only), methods=read_only),
         Route(AS_METADATA_PATH, endpoint=_cors(request_response(as_metadata.handle), read_only), methods=read_only),
         # no CORS for /authorize: a browser is sent there, no script calls it
-        Route(AUTHORIZATION_PATH, endpoint=_limited(request_response(authorization.handle)), methods=["GET", "POST"]),
-        Route(TOKEN_PATH, endpoint=_cors(_limited(request_response(token.handle)), posted), methods=posted),
-        Route(REGISTRATION_PATH, endpoint=_cors(_limited(request_response(registration.handle)), posted),
+        Route(AUTHORIZATION_PATH, endpoint=_limited(request_response(_guarded(authorization.handle))),
+              methods=["GET", "POST"]),
+        Route(TOKEN_PATH, endpoint=_cors(_limited(request_response(_guarded(token.handle))), posted),
               methods=posted),
-        Route(REVOCATION_PATH, endpoint=_cors(_limited(request_response(revocation.handle)), posted), methods=posted),
+        Route(REGISTRATION_PATH, endpoint=_cors(_limited(request_response(_guarded(registration.handle))), posted),
+              methods=posted),
+        Route(REVOCATION_PATH, endpoint=_cors(_limited(request_response(_guarded(revocation.handle))), posted),
+              methods=posted),
     ]
     return routes + consent_routes(host, provider), provider
