@@ -68,6 +68,7 @@ def doctor(host):
     checks.append(_check_home_writable(host))
     checks.append(check_port(host, server.host, server.port))
     checks.append(_check_auth(host, server))
+    checks.append(_check_oauth(host, server))
     return checks
 
 
@@ -96,3 +97,18 @@ def _check_auth(host, server):
                     "run `persmem agent add NAME` first.")
     return warn("agents", "no agent has credentials: HTTP is open on loopback only, as agent "
                 f"{server.default_agent!r}. Run `persmem agent add NAME` to require tokens.")
+
+
+def _check_oauth(host, server):
+    """Whether remote clients (claude.ai connectors) can sign in with OAuth, and if not, the line that says why."""
+    from persmem_core.server import oauth_state
+
+    issuer, line = oauth_state(host, server.host, server.port)
+    detail = line.removeprefix("oauth: ")
+    if not host.section("oauth").enabled:
+        return pass_("oauth", detail)
+    if issuer is None or "damaged" in line:
+        return warn("oauth", detail)
+    if "nobody can approve yet" in line and server.public_url:  # on loopback alone, OAuth is seldom what is used
+        return warn("oauth", detail)
+    return pass_("oauth", detail)

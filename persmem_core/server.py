@@ -53,6 +53,15 @@ def oauth_state(host: Host, bind_host: str, port: int) -> tuple[str | None, str]
 
     if not host.section("oauth").enabled:
         return None, "oauth: off ([oauth] enabled = false): remote clients use bearer tokens or secret paths"
+    public = urlsplit(host.config.server.public_url)
+    if public.path.strip("/"):
+        return None, (f"oauth: off: [server] public_url {host.config.server.public_url!r} has a path, and OAuth "
+                      "clients look for the sign-in metadata at the root of the host; serve persmem at the root of "
+                      "its own host name (https://mcp.example.com) to use OAuth")
+    if public.scheme == "http" and not is_loopback(public.hostname or ""):
+        return None, (f"oauth: off: [server] public_url {host.config.server.public_url!r} is plain http, and the "
+                      "operator passphrase and tokens must not cross a network unencrypted; put persmem behind a "
+                      "TLS proxy and set public_url to its https URL")
     issuer = oauth_base_url(host, bind_host, port)
     if issuer is None:
         return None, (f"oauth: off: listening on {bind_host} without [server] public_url, so there is no address "

@@ -70,6 +70,23 @@ def test_doctor_fails_on_bad_config_and_warns_on_busy_port(run_cli, persmem_env,
         assert "WARN  port free" in run_cli("doctor", env=env).stdout
 
 
+def test_doctor_says_whether_remote_clients_can_sign_in_with_oauth(run_cli, persmem_env, tmp_path):
+    env = persmem_env()
+    config = tmp_path / "home" / "persmem.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    for public_url, why in (("https://mcp.example.com/persmem", "has a path"), ("http://10.0.0.5:8765", "is plain http")):
+        config.write_text(f'[server]\npublic_url = "{public_url}"\n')
+        assert f"WARN  oauth: off: [server] public_url '{public_url}' {why}" in run_cli("doctor", env=env).stdout
+    config.write_text('[server]\npublic_url = "https://mcp.example.com"\n')
+    assert "WARN  oauth: remote clients" in run_cli("doctor", env=env).stdout  # nobody can approve yet
+    set_password = run_cli("oauth", "password", env=env, input="correct horse battery\n")
+    assert set_password.returncode == 0, set_password.stderr
+    doctor = run_cli("doctor", env=env).stdout
+    assert "PASS  oauth: remote clients (claude.ai connectors) sign in at https://mcp.example.com" in doctor
+    config.write_text("[oauth]\nenabled = false\n")
+    assert "PASS  oauth: off ([oauth] enabled = false)" in run_cli("doctor", env=env).stdout
+
+
 def test_connect_prints_setup_for_every_client(run_cli, persmem_env):
     env = persmem_env()
     run_cli("agent", "add", "kite", env=env)
