@@ -451,7 +451,7 @@ def test_a_document_on_a_private_address_is_not_fetched_without_the_operators_al
     answer = authorize(server, client_id=url, response_type="code", code_challenge=challenge,
                        redirect_uri=LOOPBACK_CALLBACK)
     assert answer.status_code == 400 and "location" not in answer.headers
-    assert "non-public address (127.0.0.1)" in answer.json()["error_description"]
+    assert "resolves to 127.0.0.1, a private, loopback" in answer.json()["error_description"]
     assert "/clients/private.json" not in documents.requested  # never fetched
     # the token endpoint treats such a client as unknown
     refused = token(server, {"grant_type": "refresh_token", "refresh_token": "pmrt_x", "client_id": url})

@@ -3,8 +3,9 @@
 Anyone can make the server fetch a URL (one `/authorize` request names it), so the fetch must not become a way
 into the operator's network (SSRF) or a way to tie the server up:
 - https only, no user name or password, no fragment, no `.`/`..` segments (the document draft's rules);
-- the host is resolved first, and refused when ANY of its addresses is not a public one (private, loopback,
-  link-local, reserved, ...), unless the operator named the host in `[oauth] client_document_private_hosts`;
+- the host is resolved first and refused when ANY of its addresses is not a public one (private, loopback,
+  link-local, reserved, an IPv6 form carrying such an IPv4 address, ...), unless the operator named the host in
+  `[oauth] client_document_private_hosts`: the core's SSRF rules (persmem_core.netguard), as for web_fetch;
 - the connection goes to the address checked, never to a second lookup (a DNS answer that changes between
   the check and the connect, "DNS rebinding", cannot redirect it); TLS still verifies the certificate for the
   host name (SNI), against the system trust store (ssl.create_default_context, which honours SSL_CERT_FILE);
@@ -16,10 +17,8 @@ Documents are kept in memory for a few minutes (a sign-in fetches each once); fa
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
-import socket
 import ssl
 import time
 from dataclasses import dataclass
@@ -30,6 +29,10 @@ import httpx2
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import ValidationError
 
+from persmem_core.errors import UserError
+from persmem_core.netguard import Guard
+from persmem_core.resolver import Resolver
+
 FETCH_SECONDS = 5.0
 MAX_DOCUMENT_BYTES = 64 * 1024
 MAX_URL_CHARS = 2048
@@ -37,6 +40,7 @@ CACHE_SECONDS = 300.0  # a document that was fetched well is used this long with
 FAILURE_CACHE_SECONDS = 10.0  # a failing URL is not fetched again at once (a client retrying, or a flood)
 MAX_CACHED = 512
 LOOPBACK_REDIRECT_HOSTS = ("127.0.0.1", "::1", "localhost")
+ANYWHERE = [ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0")]  # a host the operator allowed
 
 
 class ClientDocumentError(Exception):
@@ -86,13 +90,6 @@ def document_url_problem(url: str) -> str | None:
     return None
 
 
-def address_is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%")[0])  # an IPv6 scope id ("fe80::1%eth0") is not part of the address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
-
-
 @dataclass
 class _Cached:
     expires: float
@@ -107,6 +104,7 @@ class ClientDocuments:
         self._private_hosts_of = private_hosts_of  # -> the [oauth] client_document_private_hosts list, read per fetch
         self._cache: dict[str, _Cached] = {}
         self._ssl = ssl.create_default_context()
+        self._resolver = Resolver()  # bounded lookups: a hung DNS server holds a few threads, not one per request
 
     async def fetch(self, url: str) -> OAuthClientInformationFull:
         """The client the document at `url` describes; ClientDocumentError naming the problem otherwise."""
@@ -144,57 +142,39 @@ class ClientDocuments:
                                       f"{FETCH_SECONDS:g} s") from None
         return self._parse(url, body)
 
-    async def _addresses(self, hostname: str, port: int) -> list[tuple[int, str]]:
-        """(family, address) of every address `hostname` resolves to, all of them allowed, or the error."""
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(hostname, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise ClientDocumentError(f"the host of the client_id URL, {hostname}, does not resolve ({exc})") from None
-        addresses = list(dict.fromkeys((family, info[0]) for family, _, _, _, info in infos))
+    def _guard(self, hostname: str) -> Guard:
         allowed = {h.lower().strip("[]") for h in self._private_hosts_of()}
-        if hostname.lower() not in allowed:
-            private = [address for _, address in addresses if not address_is_public(address)]
-            if private:
-                raise ClientDocumentError(
-                    f"the client_id URL's host {hostname} resolves to a non-public address ({private[0]}); "
-                    "documents are fetched only from public addresses (the operator can allow a host with "
-                    "[oauth] client_document_private_hosts)")
-        return addresses
+        return Guard(ANYWHERE if hostname.lower() in allowed else [], self._resolver,
+                     what="fetching a client ID metadata document",
+                     allow_hint="the operator can allow a host with [oauth] client_document_private_hosts")
 
     async def _download(self, url: str) -> bytes:
-        parts = urlsplit(url)
-        hostname = parts.hostname or ""
-        port = parts.port or 443
-        addresses = await self._addresses(hostname, port)
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
-        last_error = "no address"
+        hostname = urlsplit(url).hostname or ""
+        try:
+            target = await self._guard(hostname).check(url)
+        except UserError as exc:
+            raise ClientDocumentError(f"the client_id URL's host cannot be used: {exc}") from None
         # The request goes to the checked address itself; Host and SNI name the host, so TLS checks its certificate.
+        pinned, host_header, extensions = target.pinned()
         async with httpx2.AsyncClient(verify=self._ssl, follow_redirects=False, trust_env=False,
                                       timeout=FETCH_SECONDS) as http:
-            for family, address in addresses:
-                shown = f"[{address}]" if family == socket.AF_INET6 else address
-                request = http.build_request(
-                    "GET", f"https://{shown}:{port}{target}",
-                    headers={"Host": parts.netloc.rpartition("@")[2], "Accept": "application/json"},
-                    extensions={"sni_hostname": hostname},
-                )
-                try:
-                    response = await http.send(request, stream=True)
-                except httpx2.ConnectError as exc:
-                    last_error = str(exc) or type(exc).__name__
-                    if "CERTIFICATE" in last_error.upper():
-                        raise ClientDocumentError(f"the TLS certificate of {hostname} is not valid ({last_error})") \
-                            from None
-                    continue
-                except httpx2.HTTPError as exc:
-                    raise ClientDocumentError(f"fetching the client ID metadata document {url} failed "
-                                              f"({type(exc).__name__}: {exc})") from None
-                try:
-                    return await self._read(url, response)
-                finally:
-                    await response.aclose()
-        raise ClientDocumentError(f"cannot connect to {hostname}:{port} for the client ID metadata document "
-                                  f"({last_error})")
+            request = http.build_request("GET", pinned, headers={**host_header, "Accept": "application/json"},
+                                         extensions=extensions)
+            try:
+                response = await http.send(request, stream=True)
+            except httpx2.ConnectError as exc:
+                error = str(exc) or type(exc).__name__
+                if "CERTIFICATE" in error.upper():
+                    raise ClientDocumentError(f"the TLS certificate of {hostname} is not valid ({error})") from None
+                raise ClientDocumentError(f"cannot connect to {hostname} for the client ID metadata document "
+                                          f"({error})") from None
+            except httpx2.HTTPError as exc:
+                raise ClientDocumentError(f"fetching the client ID metadata document {url} failed "
+                                          f"({type(exc).__name__}: {exc})") from None
+            try:
+                return await self._read(url, response)
+            finally:
+                await response.aclose()
 
     async def _read(self, url: str, response: httpx2.Response) -> bytes:
         if 300 <= response.status_code < 400:

@@ -5,8 +5,7 @@
 - `service.py`  what the tools use, built at startup from the config and kept in `host.state`
 - `tools.py`    the MCP tools
 - `search.py`   talking to SearXNG and turning its answer into compact results
-- `fetch.py`    web_fetch: guarded download under one deadline and size limits, then text extraction
-- `netguard.py` the SSRF rules: http/https only, every address resolved and checked (IPv6 forms that embed
-                an IPv4 address judged by it), connections pinned to the checked address, redirects checked
-- `resolver.py` name lookups that a hung DNS server cannot pile up (bounded daemon threads)
+- `fetch.py`    web_fetch: guarded download under one deadline and size limits, then text extraction; the SSRF
+                rules (every address resolved and checked, connections pinned to it, each redirect checked
+                again) are the core's `persmem_core.netguard`, shared with OAuth's metadata-document fetch
 """

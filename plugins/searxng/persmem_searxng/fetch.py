@@ -17,7 +17,7 @@ import httpx2
 
 from persmem_core import UserError
 
-from .netguard import Guard, Target
+from persmem_core.netguard import Guard, Target
 
 MAX_REDIRECTS = 5
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/rss+xml",

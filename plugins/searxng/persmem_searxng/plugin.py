@@ -39,13 +39,14 @@ def shutdown(host):
 def doctor(host):
     from persmem_core import UserError
     from persmem_core.doctor import fail, pass_, warn
+    from persmem_core.netguard import networks_from
 
-    from .netguard import networks_from
     from .search import search
+    from .service import ALLOW_SETTING
 
     cfg = host.section("searxng")
     try:
-        networks_from(cfg.fetch_allow_networks)
+        networks_from(cfg.fetch_allow_networks, ALLOW_SETTING)
     except UserError as exc:  # the server would not start
         return [fail("searxng", str(exc))]
     try:

@@ -8,19 +8,22 @@ name lookups (a hung DNS server holds at most a few threads of this server, howe
 
 from __future__ import annotations
 
+from persmem_core.netguard import Guard, networks_from
+from persmem_core.resolver import Resolver
+
 from . import fetch as fetching
 from .config import SearxngConfig
-from .netguard import Guard, networks_from
-from .resolver import Resolver
 from .search import search
 
 NAME = "searxng"  # the plugin's entry-point name: its key in host.state
+ALLOW_SETTING = "[searxng] fetch_allow_networks"  # the private networks web_fetch may reach
 
 
 class WebAccess:
     def __init__(self, config: SearxngConfig):
         self.config = config
-        self.guard = Guard(networks_from(config.fetch_allow_networks), Resolver())
+        self.guard = Guard(networks_from(config.fetch_allow_networks, ALLOW_SETTING), Resolver(), what="web_fetch",
+                           allow_hint=f"an operator can allow a network with {ALLOW_SETTING}")
         self.limits = fetching.Limits(timeout=config.timeout, max_bytes=config.fetch_max_bytes,
                                       user_agent=config.user_agent)
 

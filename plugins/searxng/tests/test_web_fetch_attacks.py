@@ -22,8 +22,8 @@ from persmem_core import testing
 from persmem_core.testing import ToolCallError, tool_result
 
 from fakeweb import DRIP_SECONDS, FakeWeb, start
-from persmem_searxng.netguard import refusal
-from persmem_searxng.resolver import MAX_HUNG_LOOKUPS
+from persmem_core.netguard import refusal
+from persmem_core.resolver import MAX_HUNG_LOOKUPS
 
 TIMEOUT = 2.0  # the fixture server's [searxng] timeout
 ENDS_BY = TIMEOUT + 1.5  # the deadline plus an MCP round trip on a busy 2-core machine

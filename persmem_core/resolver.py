@@ -1,9 +1,9 @@
-"""Name resolution for web_fetch that a hung DNS server cannot pile up.
+"""Name resolution for the server's outgoing fetches (netguard.py) that a hung DNS server cannot pile up.
 
 socket.getaddrinfo has no timeout and cannot be interrupted, so it runs in a thread the caller stops
 waiting for at its deadline. Those threads are daemon threads (a hung lookup never delays the server's
-exit) and at most MAX_HUNG_LOOKUPS exist at once per Resolver (the searxng service holds one per server):
-while that many are still waiting, web_fetch refuses to start another instead of leaking a thread per call."""
+exit) and at most MAX_HUNG_LOOKUPS exist at once per Resolver (each kind of fetch holds one per server): while
+that many are still waiting, no new lookup starts, instead of a thread leaking per call."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Resolver:
             pass
         if not self._slots.acquire(blocking=False):
             raise UserError(f"{self.max_hung} name lookups are still waiting for this server's DNS resolver, which "
-                            "does not answer; web_fetch starts no more until they end. Try again in a minute; if it "
+                            "does not answer; no more start until they end. Try again in a minute; if it "
                             "lasts, the operator should check the server's DNS (/etc/resolv.conf).")
         token = anyio.lowlevel.current_token()
         finished = anyio.Event()
@@ -54,7 +54,7 @@ class Resolver:
                 except Exception:  # noqa: BLE001 - the event loop has ended (server shutting down): nobody waits
                     pass
 
-        threading.Thread(target=lookup, name="web_fetch name lookup", daemon=True).start()
+        threading.Thread(target=lookup, name="persmem name lookup", daemon=True).start()
         await finished.wait()
         if "error" in outcome:
             raise outcome["error"]

@@ -1,7 +1,8 @@
-"""SSRF rules for web_fetch (security.md): http/https only, no credentials in URLs; the host is resolved and
-every address must be public (or in [searxng] fetch_allow_networks); the connection goes to the checked
-address, so a DNS answer cannot change between check and use (`Guard.check`); redirects are followed by hand
-(fetch.py) and each hop is checked again.
+"""SSRF rules for every fetch the server makes on a caller's behalf (security.md): web_fetch (plugin searxng)
+and OAuth client ID metadata documents (persmem_core.oauth.client_documents). http/https only, no credentials
+in URLs; the host is resolved and every address must be public (or in networks the operator opened); the
+connection goes to the checked address, so a DNS answer cannot change between check and use (`Guard.check`,
+`Target.pinned`); a caller that follows redirects does it by hand and checks each hop again.
 
 Numeric tricks (`127.1`, `2130706433`, `0x7f.1`) resolve to the address they mean and are judged by it. An
 IPv6 address that delivers to an IPv4 address (IPv4-mapped `::ffff:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4
@@ -19,7 +20,7 @@ import httpx2
 
 from persmem_core import UserError
 
-from .resolver import Resolver
+from persmem_core.resolver import Resolver
 
 Address = IPv4Address | IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -88,7 +89,7 @@ def _listed(address: Address, networks: list[Network]) -> bool:
 
 
 def refusal(address: Address, networks: list[Network]) -> str | None:
-    """None if web_fetch may connect to `address`; else the address described for the error message."""
+    """None if the server may connect to `address`; else the address described for the error message."""
     judged = carried_ipv4(address) or address  # a form that delivers to an IPv4 address is that address
     if _listed(address, networks) or _listed(judged, networks) or is_public(judged):
         return None
@@ -98,11 +99,14 @@ def refusal(address: Address, networks: list[Network]) -> str | None:
 
 @dataclass(frozen=True)
 class Guard:
-    """What web_fetch may connect to on this server: public addresses, plus the networks [searxng]
-    fetch_allow_networks opens; names are resolved with the server's bounded lookups (resolver.py)."""
+    """What one kind of fetch may connect to on this server: public addresses, plus the networks the operator
+    opened for it; names are resolved with the server's bounded lookups (resolver.py). `what` and `allow_hint`
+    word the refusal ("web_fetch", "an operator can allow a network with [searxng] fetch_allow_networks")."""
 
     networks: list[Network]
     resolver: Resolver
+    what: str = "the server"
+    allow_hint: str = ""
 
     async def check(self, url: str | httpx2.URL) -> Target:
         """The URL's rules, then its host resolved and every address judged; cancellable (the call's deadline)."""
@@ -127,19 +131,19 @@ class Guard:
         addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
         refused = [why for why in (refusal(a, self.networks) for a in addresses) if why]
         if refused or not addresses:
+            hint = f" ({self.allow_hint})" if self.allow_hint else ""
             raise UserError(f"{host!r} resolves to {refused[0] if refused else 'nothing'}, a private, loopback, "
-                            "link-local or otherwise non-public address; web_fetch refuses it (an operator can allow "
-                            "a network with [searxng] fetch_allow_networks).")
+                            f"link-local or otherwise non-public address; {self.what} refuses it{hint}.")
         return Target(parsed, addresses[0])
 
 
-def networks_from(cidrs: list[str]) -> list[Network]:
-    """[searxng] fetch_allow_networks as networks; a value that is not one is refused, naming the setting."""
+def networks_from(cidrs: list[str], setting: str) -> list[Network]:
+    """The CIDRs of the config setting `setting` as networks; a value that is not one is refused, naming it."""
     networks = []
     for cidr in cidrs:
         try:
             networks.append(ipaddress.ip_network(cidr, strict=False))
         except ValueError:
-            raise UserError(f"[searxng] fetch_allow_networks: {cidr!r} is not a network; write CIDRs such as "
+            raise UserError(f"{setting}: {cidr!r} is not a network; write CIDRs such as "
                             "\"192.168.1.0/24\" or \"fd00::/8\" in persmem.toml.") from None
     return networks
