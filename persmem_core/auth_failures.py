@@ -30,6 +30,13 @@ class AuthFailures:
         self._clock = clock
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # address -> (count, last failure)
 
+    def delay(self, address: str) -> float:
+        """The seconds the next failure from `address` would wait: a check that is costly or worth guessing
+        (the OAuth operator secret) waits this long BEFORE it runs, so guesses sent without waiting for the
+        answers are held back like ones that wait."""
+        count = self._failures.get(address, (0, 0.0))[0] + 1
+        return 0.0 if count == 1 else min(self.MAX_DELAY, self.FIRST_DELAY * 2 ** (count - 2))
+
     def failed(self, address: str) -> float:
         """Count a failure from `address` and log it in the stable line fail2ban matches; returns the seconds
         to wait before answering it."""

@@ -3,13 +3,17 @@
 `/authorize` (the SDK's handler, provider.authorize) checks the client, the redirect URI and PKCE, keeps the
 request as a PendingConsent and sends the browser here with `?request=<id>`. The page says who asks (the
 client's name and id), where the browser will be sent back (the redirect URI's origin, in bold: that is where
-the code goes), and lets the operator pick the agent the client will act as. Approving needs the operator's
+the code goes), and asks for the name of the agent the client will act as. Approving needs the operator's
 passphrase (`persmem oauth password`) or a one-time approval code (`persmem oauth approve-code`): anyone can
 open an authorization URL, only the operator can turn it into a code.
 
-A wrong operator secret is a failed authentication like any other (host.auth_failures: the fail2ban log line
-and the growing delay); after MAX_FAILURES on one request the request is dropped, so a guesser must make the
-client start again. The POST must come from the page itself (Origin/Sec-Fetch-Site), the pages are never
+Registration is open, so anyone can reach this page: it names no agent (the operator types the name), and an
+agent name that does not exist is answered exactly like a wrong secret, so the page cannot be used to learn
+which agents exist. A wrong operator secret is a failed authentication like any other (host.auth_failures:
+the fail2ban log line and the growing delay); the delay is waited BEFORE the secret is checked and one
+address has one check running at a time, so guesses sent in parallel are held back like ones sent in turn;
+past GLOBAL_FAILURES failed checks in GLOBAL_WINDOW seconds (guessers spread over many addresses) every check
+waits the longest delay first. After MAX_FAILURES on one request the request is dropped. The POST must come from the page itself (Origin/Sec-Fetch-Site), the pages are never
 cached or framed, and the form may post only to this server and be redirected only to the client's redirect
 URI (CSP form-action). Nothing a client sent is written into the page unescaped.
 """
@@ -17,9 +21,11 @@ URI (CSP form-action). Nothing a client sent is written into the page unescaped.
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
 import html
 import logging
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -31,12 +37,16 @@ from starlette.routing import Route
 from persmem_core.auth import client_address
 from persmem_core.errors import UserError
 from persmem_core.oauth.provider import CONSENT_PATH  # where provider.authorize sends the browser
+from persmem_core.oauth.store import check_time_spent
 
 log = logging.getLogger("persmem.oauth")
 
 MAX_FAILURES = 5  # wrong operator secrets on one request before it is dropped
 MAX_FORM_BYTES = 16 * 1024  # the form has four short fields
 MAX_SECRET_CHARS = 1024
+MAX_CHECKS_AT_ONCE = 4  # operator checks running server-wide (each is ~30 ms of scrypt and 16 MB)
+GLOBAL_FAILURES = 10  # failed operator checks within GLOBAL_WINDOW, from anywhere, before every check waits
+GLOBAL_WINDOW = 600.0
 
 STYLE = """
 body{font:16px/1.5 system-ui,sans-serif;max-width:34rem;margin:2rem auto;padding:0 1rem;color:#1d1d1f}
@@ -63,8 +73,9 @@ def origin_of(url: str) -> str:
 
 
 def client_label(client_id: str) -> str:
-    """How the page names a client id: a client ID metadata document (an https URL) by its host."""
-    return urlsplit(client_id).netloc if client_id.startswith("https://") else client_id
+    """How the page names a client id. A client ID metadata document is named by its whole URL, not its host:
+    on a shared host (raw.githubusercontent.com/someone/...) the host alone would vouch for anyone's document."""
+    return client_id
 
 
 def page_headers(redirect_uri: str | None) -> dict[str, str]:
@@ -99,6 +110,8 @@ class ConsentPage:
     def __init__(self, host, provider):
         self.host = host
         self.provider = provider
+        self.checking: set[str] = set()  # addresses with an operator check running
+        self.recent_failures: collections.deque[float] = collections.deque()  # monotonic times, GLOBAL_WINDOW
 
     # -- GET: the page ---------------------------------------------------------------------------------------
 
@@ -148,16 +161,15 @@ class ConsentPage:
         parts += [f'<p class="notice">{n}</p>' for n in notices]
 
         can_approve = bool(agents) and operator_ready
-        options = "".join(
-            f'<option value="{esc(a)}"{" selected" if a == agent else ""}>{esc(a)}</option>' for a in agents
-        )
         parts.append(f'<form method="post" action="{CONSENT_PATH}">')
         parts.append(f'<input type="hidden" name="request" value="{esc(pending.request_id)}">')
         if can_approve:
             parts.append('<label for="agent">Act as agent</label>'
-                         f'<select id="agent" name="agent">{options}</select>'
-                         '<p class="muted">Every call this client makes will be that agent\'s, as with its own '
-                         'token, until you revoke it (<code>persmem oauth revoke</code>).</p>'
+                         f'<input id="agent" name="agent" value="{esc(agent or "")}" autocomplete="off" '
+                         'spellcheck="false" required pattern="[a-z][a-z0-9_-]{0,31}">'
+                         '<p class="muted">The agent\'s name, as <code>persmem agent list</code> shows it (this page '
+                         'lists none: anyone can open it). Every call this client makes will be that agent\'s, '
+                         'as with its own token, until you revoke it (<code>persmem oauth revoke</code>).</p>'
                          '<label for="operator_secret">Operator passphrase or one-time approval code '
                          '(<code>persmem oauth approve-code</code>)</label>'
                          '<input id="operator_secret" name="operator_secret" type="password" '
@@ -187,35 +199,57 @@ class ConsentPage:
             return self.form(pending, status=400, error="Choose Approve or Deny.")
 
         agent = form.get("agent", "")
-        # The agent is checked before the operator: a one-time approval code is spent by a successful check.
-        if agent not in self.host.agents.names():
-            return self.form(pending, status=400, error="Choose one of the agents listed.")
         secret = form.get("operator_secret", "")
         if not secret:
             return self.form(pending, status=401, agent=agent,
                              error="Enter the operator passphrase or a one-time approval code.")
+        address = client_address(request.scope)
+        if address in self.checking or len(self.checking) >= MAX_CHECKS_AT_ONCE:
+            if address in self.checking:  # a second guess before the first was answered: counted like a wrong one
+                self.host.auth_failures.failed(address)
+            return message_page(429, "One moment",
+                                "Another approval is being checked. Go back, wait a few seconds and press Approve "
+                                "again.")
+        self.checking.add(address)
         try:
-            approved = len(secret) <= MAX_SECRET_CHARS and await anyio.to_thread.run_sync(
-                self.host.oauth.check_operator, secret)
-        except UserError as e:  # the stored credential is damaged: the server's log says where, the page does not
-            log.error("consent: %s", e)
-            return message_page(503, "The operator credential cannot be checked",
-                                "The server's operator credential is damaged. Set it again with "
-                                "`persmem oauth password`, then start again from the app.")
-        if not approved:
-            return await self.wrong_secret(request, pending, agent)
+            await anyio.sleep(self.wait_before_check(address))
+            # An agent that does not exist is refused exactly like a wrong secret, and without checking the secret
+            # (a one-time approval code is spent by a successful check): the form tells nobody which agents exist.
+            check = self.host.oauth.check_operator if agent in self.host.agents.names() else check_time_spent
+            try:
+                approved = len(secret) <= MAX_SECRET_CHARS and bool(await anyio.to_thread.run_sync(check, secret))
+            except UserError as e:  # the stored credential is damaged: the server's log says where, the page not
+                log.error("consent: %s", e)
+                return message_page(503, "The operator credential cannot be checked",
+                                    "The server's operator credential is damaged. Set it again with "
+                                    "`persmem oauth password`, then start again from the app.")
+            if not approved:
+                return await self.wrong_secret(address, pending, agent)
+        finally:
+            self.checking.discard(address)
         return self.redirect(pending.request_id, agent=agent)
 
-    async def wrong_secret(self, request: Request, pending, agent: str) -> Response:
+    def wait_before_check(self, address: str) -> float:
+        """The address's failure delay, or the longest one while guesses come from many addresses at once."""
+        now = time.monotonic()
+        while self.recent_failures and now - self.recent_failures[0] > GLOBAL_WINDOW:
+            self.recent_failures.popleft()
+        if len(self.recent_failures) >= GLOBAL_FAILURES:
+            return self.host.auth_failures.MAX_DELAY
+        return self.host.auth_failures.delay(address)
+
+    async def wrong_secret(self, address: str, pending, agent: str) -> Response:
         """A failed operator authentication: logged and delayed like every other, and counted on the request."""
-        await anyio.sleep(self.host.auth_failures.failed(client_address(request.scope)))
+        self.recent_failures.append(time.monotonic())
+        await anyio.sleep(self.host.auth_failures.failed(address))
         pending.failures += 1
         if pending.failures >= MAX_FAILURES:
             self.provider.pending.pop(pending.request_id, None)
             return message_page(401, "Too many wrong tries",
                                 "This sign-in request has ended. Start again from the app that sent you here.")
         return self.form(pending, status=401, agent=agent,
-                         error="That is not the operator passphrase or a valid approval code. Nothing was approved.")
+                         error="That is not the operator passphrase or a valid approval code, or there is no agent "
+                               "by that name. Nothing was approved.")
 
     def redirect(self, request_id: str, *, agent: str | None) -> Response:
         try:

@@ -89,6 +89,12 @@ def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
     return hashlib.scrypt(password.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=64 * 1024 * 1024, dklen=32)
 
 
+def check_time_spent(secret: str) -> None:
+    """The work of one passphrase check, done for nothing: a consent refused for another reason (an agent
+    that does not exist) takes as long as a wrong passphrase, so its timing does not tell them apart."""
+    _scrypt(secret[:MAX_SECRET_CHARS], b"\0" * 16, SCRYPT_N, SCRYPT_R, SCRYPT_P)
+
+
 def _normal_approval_code(secret: str) -> str | None:
     """The approval code as generated (upper case, no separators), or None if `secret` cannot be one."""
     code = "".join(secret.split()).replace("-", "").upper()
