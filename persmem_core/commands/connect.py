@@ -115,7 +115,7 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
     if host.section("oauth").enabled:
         lines = [mcp_url,
                  "# In claude.ai: Settings > Connectors > Add custom connector, paste this URL, Connect. persmem's "
-                 f"consent page opens: pick agent {agent_name!r} and enter the operator passphrase "
+                 f"consent page opens: type the agent name {agent_name!r} and the operator passphrase "
                  f"(`{persmem_line('oauth', 'password')}` sets it) or a one-time code from "
                  f"`{persmem_line('oauth', 'approve-code')}`. `{persmem_line('oauth', 'clients')}` lists "
                  "connectors; `{persmem_line('oauth', 'revoke', 'ID')}` ends one."]
