@@ -118,7 +118,7 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
                  f"consent page opens: type the agent name {agent_name!r} and the operator passphrase "
                  f"(`{persmem_line('oauth', 'password')}` sets it) or a one-time code from "
                  f"`{persmem_line('oauth', 'approve-code')}`. `{persmem_line('oauth', 'clients')}` lists "
-                 "connectors; `{persmem_line('oauth', 'revoke', 'ID')}` ends one."]
+                 f"connectors; `{persmem_line('oauth', 'revoke', 'ID')}` ends one."]
         if urlsplit(base).scheme != "https":
             lines.append(public_note)
         section("claude.ai custom connector with OAuth, recommended: no secret in the URL", "URL", *lines)
