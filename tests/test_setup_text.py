@@ -118,7 +118,7 @@ def test_every_printed_block_parses_and_no_substitution_survives_a_hostile_home_
 
     [oauth_url] = code_lines(block(found, "URL", "with OAuth"))
     assert oauth_url == f"{url}/mcp"
-    oauth_note = "\n".join(block(found, "URL", "with OAuth"))
+    oauth_note = "\n".join(line for line in block(found, "URL", "with OAuth") if line.startswith("#"))
     assert "oauth password" in oauth_note and "oauth revoke ID" in oauth_note and "{" not in oauth_note
     [connector] = code_lines(block(found, "URL", "secret path"))
     secret = connector.removeprefix(f"{url}/").removesuffix("/mcp")
