@@ -12,7 +12,8 @@ persmem installed can use them:
 - `persmem_stdio(agent)`: an async MCP client connected to `persmem serve
   --transport stdio` in a subprocess (the agent is registered first if new).
 - `chromium_browser()`, `browser_page(browser)`, `dashboard_login(page, server,
-  agent)`: the dashboard in a real headless Chromium (Playwright).
+  agent)`: the dashboard in a real headless Chromium (Playwright);
+  `async_chromium_browser()` the same browser for tests driving it from an event loop.
 """
 
 from __future__ import annotations
@@ -290,6 +291,9 @@ def persmem_stdio(persmem_env):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 
 
+CHROMIUM_ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run"]
+
+
 @contextlib.contextmanager
 def chromium_browser(artifacts: Path | None = None) -> Iterator[Any]:
     """A headless Chromium for a test module (`artifacts`: a folder for screenshots, made if missing). Playwright is
@@ -299,13 +303,25 @@ def chromium_browser(artifacts: Path | None = None) -> Iterator[Any]:
     if artifacts is not None:
         artifacts.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--disable-background-networking", "--disable-component-update",
-                                           "--no-first-run"])
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             yield chromium
         finally:
             chromium.close()
+
+
+@contextlib.asynccontextmanager
+async def async_chromium_browser() -> AsyncIterator[Any]:
+    """`chromium_browser` for a test that drives the browser from inside an event loop (an MCP client's OAuth
+    redirect handler opening the consent page, for instance)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
 
 
 @contextlib.contextmanager

@@ -31,8 +31,8 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.testing import CHROMIUM, MCP_HEADERS, MCP_INITIALIZE, clean_env, free_port, persmem_command
-from persmem_core.testing import start_server, tool_result, write_config
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, async_chromium_browser, clean_env, free_port
+from persmem_core.testing import persmem_command, start_server, tool_result, write_config
 
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
 PASSPHRASE = "correct horse battery staple"
@@ -273,25 +273,18 @@ async def mcp_post(server, access_token: str) -> httpx2.Response:
 
 def test_connector_connects_as_the_agent_chosen_at_consent(server):
     """The whole flow of the issue, as the MCP SDK's client runs it, for a legacy and a 2026-07-28 client."""
-    from playwright.async_api import async_playwright
-
     transcript = Transcript()
     secrets_seen = [PASSPHRASE]
 
     async def run():
-        async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--disable-background-networking", "--disable-component-update", "--no-first-run"])
-            try:
-                for mode in ("legacy", "2026-07-28"):
-                    context = await browser.new_context()
-                    page = await context.new_page()
-                    transcript.note(f"## MCP SDK client, mode={mode!r}, against {server.url}")
-                    secrets_seen.extend(await connector_flow(server, page, transcript, mode))
-                    transcript.note("")
-                    await context.close()
-            finally:
-                await browser.close()
+        async with async_chromium_browser() as browser:
+            for mode in ("legacy", "2026-07-28"):
+                context = await browser.new_context()
+                page = await context.new_page()
+                transcript.note(f"## MCP SDK client, mode={mode!r}, against {server.url}")
+                secrets_seen.extend(await connector_flow(server, page, transcript, mode))
+                transcript.note("")
+                await context.close()
 
     ARTIFACTS.mkdir(exist_ok=True)
     try:
