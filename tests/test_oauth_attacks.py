@@ -22,6 +22,7 @@ import httpx2
 import pytest
 
 from persmem_core.agents import AgentStore
+from persmem_core.oauth.records import ClientRecord
 from persmem_core.oauth.store import OAuthStore
 from persmem_core.settings import OAuthConfig
 from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, free_port, persmem_command, start_server
@@ -168,11 +169,13 @@ def test_the_consent_form_does_not_confirm_agent_names_without_the_operator_secr
     assert made_up.text.replace("no-such-agent", "kite") == real.text  # the same page, with what was typed
 
 
-@pytest.mark.xfail(strict=True, reason="`persmem oauth clients` prints client_name as registered: terminal "
-                   "escape sequences and newlines (forged rows) reach the operator's terminal")
 def test_oauth_clients_shows_no_control_characters_a_client_registered(server):
     hostile = "Claude\x1b]0;owned\x07\x1b[2J\nforged-row  kite  active"
-    Attacker(server, client_name=hostile)
+    refused = Attacker(server, register=False).register(["http://127.0.0.1:9/cb"], client_name=hostile)
+    assert refused.status_code == 400 and "control characters" in refused.json()["error_description"]
+    # a client on file from before that rule (or edited in by hand) is still printed harmlessly
+    new_store(server.home).register_client(ClientRecord(client_id="old-client", client_name=hostile,
+                                                        redirect_uris=["http://127.0.0.1:9/cb"]))
     listed = subprocess.run(persmem_command("oauth", "clients"), env=server.env, capture_output=True, text=True,
                             timeout=60)
     assert listed.returncode == 0, listed.stderr
@@ -181,8 +184,25 @@ def test_oauth_clients_shows_no_control_characters_a_client_registered(server):
     assert not any(line.startswith("forged-row") for line in listed.stdout.splitlines())
 
 
-@pytest.mark.xfail(strict=True, reason="the token endpoint takes a PKCE code_verifier of any length: RFC 7636 "
-                   "§4.1 requires 43-128 unreserved characters (a short one can be found from the challenge)")
+def test_authorize_is_no_open_redirector_for_clients_nobody_approved(server):
+    """Registration is open: a stranger registers https://evil.example/ and links people to this server's
+    /authorize with a bad parameter. The error is answered here; only a client the operator approved before gets
+    its errors at its redirect URI (RFC 9700 §4.11.2)."""
+    stranger = Attacker(server, register=False)
+    registered = stranger.register(["https://evil.example/landing"])
+    assert registered.status_code == 201, registered.text
+    stranger.client_id, stranger.redirect_uri = registered.json()["client_id"], "https://evil.example/landing"
+    for bad in ({"code_challenge_method": "plain"}, {"resource": "https://other.example/mcp"},
+                {"response_type": "token"}):
+        answer = stranger.authorize(**bad)
+        assert answer.status_code == 400 and "location" not in answer.headers, (bad, answer.headers)
+    approved = Attacker(server)
+    approved.exchange(approved.approve())  # the operator approved this one: RFC 6749's redirect applies
+    answer = approved.authorize(code_challenge_method="plain")
+    assert answer.status_code == 302 and answer.headers["location"].startswith(approved.redirect_uri)
+    assert query_of(answer.headers["location"])["error"] == "invalid_request"
+
+
 def test_a_code_verifier_shorter_than_rfc_7636_allows_is_refused(server):
     client = Attacker(server)
     client.verifier, client.challenge = pkce("a")  # its S256 challenge looks like any other
@@ -240,8 +260,8 @@ def test_token_and_authorize_take_only_this_servers_exact_resource(server):
     for resource in variants:
         answer = client.token(grant_type="refresh_token", refresh_token="pmrt_x", resource=resource)
         assert answer.status_code == 400 and answer.json()["error"] == "invalid_target", resource
-        refused = client.authorize(resource=resource)
-        assert query_of(refused.headers["location"])["error"] == "invalid_target", resource
+        refused = client.authorize(resource=resource)  # a client nobody approved: answered here, not redirected
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_target", resource
     form = urlencode([("client_id", client.client_id), ("grant_type", "refresh_token"), ("refresh_token", "pmrt_x"),
                       ("resource", server.url), ("resource", "https://evil.example/mcp")])
     both = client.http.post(f"{base}/token", content=form,

@@ -314,12 +314,9 @@ def test_authorize_never_redirects_to_an_unregistered_uri(server, public_client)
 def test_authorize_requires_pkce_s256(server, public_client, pkce_params):
     answer = authorize(server, client_id=public_client["client_id"], response_type="code",
                        redirect_uri=LOOPBACK_CALLBACK, state="s3", **pkce_params)
-    assert answer.status_code == 302
-    location = answer.headers["location"]
-    assert location.startswith(LOOPBACK_CALLBACK)  # the error goes back to the client, no consent page
-    query = query_of(location)
-    assert query["error"] == "invalid_request" and query["state"] == "s3"
-    assert "code" not in query
+    # a client the operator never approved gets its error here, not at its redirect URI (no open redirector)
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert answer.json()["error"] == "invalid_request" and "code" not in answer.json()
 
 
 def test_authorize_refuses_another_resource(server, public_client):
@@ -327,10 +324,8 @@ def test_authorize_refuses_another_resource(server, public_client):
     answer = authorize(server, client_id=public_client["client_id"], response_type="code",
                        code_challenge=challenge, redirect_uri=LOOPBACK_CALLBACK, state="s4",
                        resource="https://other.example.com/mcp")
-    assert answer.status_code == 302
-    query = query_of(answer.headers["location"])
-    assert answer.headers["location"].startswith(LOOPBACK_CALLBACK)
-    assert query["error"] == "invalid_target" and query["state"] == "s4" and "code" not in query
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert answer.json()["error"] == "invalid_target"
 
 
 # -- /token and /revoke -------------------------------------------------------------------------------------------

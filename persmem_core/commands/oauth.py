@@ -31,6 +31,7 @@ def clients() -> None:
     expired), created, last refreshed and grant id. Registered clients without a grant are listed too."""
     from persmem_core.commands import get_host
     from persmem_core.oauth.store import grant_state
+    from persmem_core.text import printable
     from persmem_core.timefmt import iso_utc
 
     store = get_host().oauth
@@ -43,12 +44,12 @@ def clients() -> None:
     for grant in grants:
         state = grant_state(grant)
         shown = f"revoked ({grant.revoked_reason})" if state == "revoked" and grant.revoked_reason else state
-        rows.append([grant.client_name or "-", grant.client_id, grant.agent, shown, iso_utc(grant.created),
-                     iso_utc(grant.last_refreshed), grant.grant_id])
+        rows.append([printable(grant.client_name) or "-", printable(grant.client_id), grant.agent, shown,
+                     iso_utc(grant.created), iso_utc(grant.last_refreshed), grant.grant_id])
     granted = {grant.client_id for grant in grants}
     for client in registered:
         if client.client_id not in granted:
-            rows.append([client.client_name or "-", client.client_id, "-", "no grant yet",
+            rows.append([printable(client.client_name) or "-", printable(client.client_id), "-", "no grant yet",
                          iso_utc(client.registered) if client.registered else "-", "-", "-"])
     for line in _table(rows):
         click.echo(line)
@@ -61,9 +62,11 @@ def revoke(target: str) -> None:
     """End TARGET: a grant id (g_...) or a client id (then every grant of that client). Its tokens stop working
     at once; the client must be approved on the consent page again."""
     from persmem_core.commands import get_host
+    from persmem_core.text import printable
 
     for grant in get_host().oauth.revoke(target):
-        click.echo(f"grant {grant.grant_id} ended: {grant.client_name or grant.client_id} acting as {grant.agent}")
+        click.echo(f"grant {grant.grant_id} ended: {printable(grant.client_name or grant.client_id)} acting as "
+                   f"{grant.agent}")
 
 
 @oauth.command("password")

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from persmem_core.errors import UserError
 from persmem_core.netguard import Guard
 from persmem_core.resolver import Resolver
+from persmem_core.text import control_characters
 
 FETCH_SECONDS = 5.0
 MAX_DOCUMENT_BYTES = 64 * 1024
@@ -72,6 +73,8 @@ def document_url_problem(url: str) -> str | None:
     """What is wrong with `url` as a client ID metadata document URL, or None."""
     if len(url) > MAX_URL_CHARS:
         return f"the client_id URL is longer than {MAX_URL_CHARS} characters"
+    if control_characters(url) or " " in url:
+        return "the client_id URL contains spaces or control characters"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018
@@ -202,6 +205,10 @@ class ClientDocuments:
         if document.get("client_id") != url:
             raise ClientDocumentError(f"the client ID metadata document {url} names another client_id "
                                       f"({str(document.get('client_id'))[:200]!r}); it must be its own URL exactly")
+        for field_name in ("client_name", "client_uri"):
+            if control_characters(str(document.get(field_name) or "")):
+                raise ClientDocumentError(f"the client ID metadata document {url}: {field_name} contains control "
+                                          "characters (escape sequences, line breaks, direction overrides)")
         method = document.get("token_endpoint_auth_method", "none")
         if method != "none":
             raise ClientDocumentError(f"the client ID metadata document {url} asks for token_endpoint_auth_method "

@@ -37,6 +37,7 @@ from persmem_core.errors import UserError
 from persmem_core.oauth.client_documents import ClientDocumentError, ClientDocuments, redirect_uri_problem
 from persmem_core.oauth.records import ClientRecord, TokenSet
 from persmem_core.oauth.store import GrantError
+from persmem_core.text import control_characters
 
 CONSENT_PATH = "/oauth/consent"
 MAX_PENDING = 500  # consents waiting at once; /authorize is open, so the oldest goes beyond this
@@ -129,6 +130,10 @@ class PersmemOAuthProvider:
             problem = redirect_uri_problem(uri)
             if problem:
                 raise RegistrationError("invalid_redirect_uri", problem)
+        for field_name in ("client_name", "client_uri"):
+            if control_characters(str(getattr(client_info, field_name) or "")):
+                raise RegistrationError("invalid_client_metadata", f"{field_name} contains control characters "
+                                        "(escape sequences, line breaks, direction overrides); use plain text")
         if client_info.token_endpoint_auth_method not in ("none", "client_secret_post", "client_secret_basic"):
             raise RegistrationError("invalid_client_metadata", "token_endpoint_auth_method must be none, "
                                     "client_secret_post or client_secret_basic")

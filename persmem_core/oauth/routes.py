@@ -18,7 +18,8 @@ import binascii
 import functools
 import hmac
 import logging
-from urllib.parse import unquote, urlsplit
+import re
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import anyio
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
@@ -44,7 +45,7 @@ from persmem_core.errors import UserError
 from persmem_core.netaddr import is_loopback
 from persmem_core.oauth.client_documents import ClientDocumentError
 from persmem_core.oauth.provider import CONSENT_PATH, PersmemOAuthProvider, secret_sha256
-from persmem_core.oauth.store import GrantError
+from persmem_core.oauth.store import GrantError, grant_state
 
 AUTHORIZATION_PATH = "/authorize"
 TOKEN_PATH = "/token"
@@ -55,6 +56,7 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 RESOURCE_PATH = "/mcp"
 MAX_OAUTH_BODY_BYTES = 64 * 1024  # registrations and token forms are small; nothing here needs more
 CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+CODE_VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")  # RFC 7636 §4.1
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 log = logging.getLogger("persmem.oauth")
@@ -186,6 +188,14 @@ class ResourceCheckingTokenHandler(TokenHandler):
             form = await request.form()
         except Exception:  # noqa: BLE001 - a body that is not a form: the SDK answers it as it does
             return await super().handle(request)
+        verifier = form.get("code_verifier")
+        if form.get("grant_type") == "authorization_code" and not (
+                isinstance(verifier, str) and CODE_VERIFIER.fullmatch(verifier)):
+            # RFC 7636 §4.1: 43-128 unreserved characters. A shorter one could be found from the challenge, which
+            # travels in the browser's address bar; the SDK's handler takes any length.
+            return self.response(TokenErrorResponse(
+                error="invalid_request",
+                error_description="code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~ (RFC 7636)"))
         resources = form.getlist("resource")
         if any(r != self.resource for r in resources):
             shown = str(next(r for r in resources if r != self.resource))[:200]
@@ -223,8 +233,12 @@ class BasicFriendlyRevocationHandler(RevocationHandler):
 
 
 class DocumentAwareAuthorizationHandler(AuthorizationHandler):
-    """The SDK's /authorize, except that a client_id naming a metadata document that cannot be used is
-    answered with the reason (400, no redirect: nothing vouches for the redirect URI)."""
+    """The SDK's /authorize, except that
+    - a client_id naming a metadata document that cannot be used is answered with the reason (400, no redirect:
+      nothing vouches for the redirect URI);
+    - an error for a client the operator never approved is answered here (400, no redirect) instead of sending
+      the browser to that client's redirect URI: registration is open, so otherwise anyone could register
+      https://evil.example/ and use this server's /authorize as a redirector to it (RFC 9700 §4.11.2)."""
 
     async def handle(self, request: Request) -> Response:
         params = request.query_params if request.method == "GET" else await request.form()
@@ -235,7 +249,17 @@ class DocumentAwareAuthorizationHandler(AuthorizationHandler):
             except ClientDocumentError as exc:
                 return JSONResponse({"error": "invalid_request", "error_description": str(exc)},
                                     status_code=400, headers={"Cache-Control": "no-store"})
-        return await super().handle(request)
+        response = await super().handle(request)
+        location = response.headers.get("location", "")
+        if not location or location.startswith(self.provider.issuer + CONSENT_PATH):
+            return response
+        grants = await anyio.to_thread.run_sync(self.provider.host.oauth.grants)
+        if any(g.client_id == client_id and grant_state(g) == "active" for g in grants):
+            return response  # a client the operator approved gets its errors where RFC 6749 sends them
+        error = dict(parse_qsl(urlsplit(location).query))
+        return JSONResponse({"error": error.get("error", "invalid_request"),
+                             "error_description": error.get("error_description", "")},
+                            status_code=400, headers={"Cache-Control": "no-store"})
 
 
 def authorization_server_metadata(issuer: str, client_documents: bool) -> OAuthMetadata:
