@@ -212,8 +212,6 @@ def test_a_code_verifier_shorter_than_rfc_7636_allows_is_refused(server):
     assert "access_token" not in answer.text
 
 
-@pytest.mark.xfail(strict=True, reason="pending consents are one FIFO of 500 for everyone: 500 /authorize "
-                   "requests from one client push out the consent the operator is looking at")
 def test_a_flood_of_authorize_requests_does_not_end_the_operators_pending_consent(server):
     operator_side = Attacker(server)
     request_id = operator_side.open_consent()
@@ -354,8 +352,6 @@ def test_a_loopback_server_whose_agents_have_no_credentials_approves_nobody(tmp_
 # == last: fills the module server's client registry ==============================================================
 
 
-@pytest.mark.xfail(strict=True, reason="registration is open and refused once [oauth] max_clients is reached: one "
-                   "address fills it and nobody can register for a day (and oauth.json grows by 8 KB a client)")
 def test_one_address_cannot_fill_the_client_registry(server):
     flooder = Attacker(server, register=False)
     for _ in range(MAX_CLIENTS + 1):

@@ -275,7 +275,10 @@ def test_registration_is_capped_and_unused_clients_are_dropped(home):
     store.register_client(ClientRecord(client_id="new", client_name="New"))  # "old-unused" made room
     assert sorted(c.client_id for c in store.clients()) == ["new", "old-granted"]
     assert store.client("new").registered and store.client("new").client_name == "New"
-    with pytest.raises(GrantError) as caught:
+    store.register_client(ClientRecord(client_id="newer"))  # full: the oldest client without a grant makes room
+    assert sorted(c.client_id for c in store.clients()) == ["newer", "old-granted"]
+    grant_tokens(store, client_id="newer")
+    with pytest.raises(GrantError) as caught:  # every client has a grant: nothing is pushed out
         store.register_client(ClientRecord(client_id="one-too-many"))
     assert caught.value.error == "invalid_client_metadata" and "max_clients" in caught.value.description
     assert store.client("one-too-many") is None

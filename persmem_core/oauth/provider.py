@@ -13,6 +13,8 @@ calls `finish_consent` for the redirect back to the client.
 
 from __future__ import annotations
 
+import collections
+import contextvars
 import hashlib
 import json
 import re
@@ -40,7 +42,11 @@ from persmem_core.oauth.store import GrantError
 from persmem_core.text import control_characters
 
 CONSENT_PATH = "/oauth/consent"
-MAX_PENDING = 500  # consents waiting at once; /authorize is open, so the oldest goes beyond this
+MAX_PENDING = 500  # consents waiting at once; /authorize is open, so beyond this the biggest sender's oldest goes
+MAX_PENDING_PER_CLIENT = 10  # a client opening more consents than this loses its own oldest
+MAX_PENDING_PER_ADDRESS = 50  # so does an address
+# The caller's address, set by the /authorize route for `authorize` (the SDK's handler does not pass the request).
+caller_address: contextvars.ContextVar[str] = contextvars.ContextVar("persmem_oauth_caller", default="")
 MAX_CLIENT_METADATA_BYTES = 8 * 1024  # registration is open: what one client may make oauth.json keep
 MAX_REDIRECT_URIS = 20
 PKCE_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url(SHA-256) without padding
@@ -68,6 +74,7 @@ class PendingConsent:
     scopes: list[str] = field(default_factory=list)
     expires: float = 0.0
     failures: int = 0  # wrong operator credentials on this request; after 5 it is dropped (consent.py)
+    address: str = ""  # who opened it: a flood of /authorize requests evicts its sender's own, not the operator's
 
 
 def token_error(exc: GrantError) -> TokenError:
@@ -166,8 +173,8 @@ class PersmemOAuthProvider:
             raise AuthorizeError("invalid_request", "code_challenge must be the base64url SHA-256 of the code "
                                  "verifier (43 characters, code_challenge_method S256)")
         self._drop_expired()
-        while len(self.pending) >= MAX_PENDING:
-            self.pending.pop(next(iter(self.pending)))
+        address = caller_address.get()
+        self._make_room(client.client_id, address)
         request_id = secrets.token_urlsafe(32)
         self.pending[request_id] = PendingConsent(
             request_id=request_id,
@@ -181,8 +188,24 @@ class PersmemOAuthProvider:
             resource=self.resource,
             scopes=list(params.scopes or []),
             expires=time.time() + self._config().consent_minutes * 60,
+            address=address,
         )
         return f"{self.issuer}{CONSENT_PATH}?request={request_id}"
+
+    def _make_room(self, client_id: str, address: str) -> None:
+        """Room for one more pending consent, taken from whoever opens the most: the client's own oldest beyond
+        MAX_PENDING_PER_CLIENT, the address's own beyond MAX_PENDING_PER_ADDRESS, and when all are full the oldest
+        of the address with the most. A flood evicts the flooder's requests, never the operator's one."""
+        def drop_oldest(match) -> None:
+            self.pending.pop(next(r for r, p in self.pending.items() if match(p)))
+
+        if sum(p.client_id == client_id for p in self.pending.values()) >= MAX_PENDING_PER_CLIENT:
+            drop_oldest(lambda p: p.client_id == client_id)
+        if sum(p.address == address for p in self.pending.values()) >= MAX_PENDING_PER_ADDRESS:
+            drop_oldest(lambda p: p.address == address)
+        while len(self.pending) >= MAX_PENDING:
+            biggest = collections.Counter(p.address for p in self.pending.values()).most_common(1)[0][0]
+            drop_oldest(lambda p: p.address == biggest)
 
     def _drop_expired(self) -> None:
         now = time.time()

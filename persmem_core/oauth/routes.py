@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import functools
 import hmac
 import logging
 import re
+import time
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import anyio
@@ -44,7 +46,7 @@ from persmem_core.auth import client_address
 from persmem_core.errors import UserError
 from persmem_core.netaddr import is_loopback
 from persmem_core.oauth.client_documents import ClientDocumentError
-from persmem_core.oauth.provider import CONSENT_PATH, PersmemOAuthProvider, secret_sha256
+from persmem_core.oauth.provider import CONSENT_PATH, PersmemOAuthProvider, caller_address, secret_sha256
 from persmem_core.oauth.store import GrantError, grant_state
 
 AUTHORIZATION_PATH = "/authorize"
@@ -56,6 +58,7 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 RESOURCE_PATH = "/mcp"
 MAX_OAUTH_BODY_BYTES = 64 * 1024  # registrations and token forms are small; nothing here needs more
 CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+REGISTRATIONS_PER_HOUR = 20  # from one address
 CODE_VERIFIER = re.compile(r"[A-Za-z0-9._~-]{43,128}")  # RFC 7636 §4.1
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
@@ -232,6 +235,29 @@ class BasicFriendlyRevocationHandler(RevocationHandler):
         return Response(status_code=200, headers=NO_STORE)
 
 
+class RateLimitedRegistrationHandler(RegistrationHandler):
+    """The SDK's RFC 7591 endpoint, at most REGISTRATIONS_PER_HOUR from one address (kept in memory): one
+    address cannot churn the registry, whose oldest grant-less clients make room for new ones."""
+
+    def __init__(self, provider: PersmemOAuthProvider, options: ClientRegistrationOptions):
+        super().__init__(provider, options=options)
+        self.recent: dict[str, collections.deque[float]] = {}
+
+    async def handle(self, request: Request) -> Response:
+        now = time.monotonic()
+        for address in [a for a, times in self.recent.items() if now - times[-1] > 3600]:
+            del self.recent[address]  # forgotten an hour after its last registration: memory stays bounded
+        times = self.recent.setdefault(client_address(request.scope), collections.deque())
+        while times and now - times[0] > 3600:
+            times.popleft()
+        if len(times) >= REGISTRATIONS_PER_HOUR:
+            return JSONResponse({"error": "invalid_client_metadata", "error_description":
+                                 f"more than {REGISTRATIONS_PER_HOUR} client registrations from this address within an "
+                                 "hour; register once and keep the client id"}, status_code=429, headers=NO_STORE)
+        times.append(now)
+        return await super().handle(request)
+
+
 class DocumentAwareAuthorizationHandler(AuthorizationHandler):
     """The SDK's /authorize, except that
     - a client_id naming a metadata document that cannot be used is answered with the reason (400, no redirect:
@@ -241,6 +267,7 @@ class DocumentAwareAuthorizationHandler(AuthorizationHandler):
       https://evil.example/ and use this server's /authorize as a redirector to it (RFC 9700 §4.11.2)."""
 
     async def handle(self, request: Request) -> Response:
+        caller_address.set(client_address(request.scope))  # provider.authorize keeps it with the pending consent
         params = request.query_params if request.method == "GET" else await request.form()
         client_id = params.get("client_id")
         if isinstance(client_id, str) and client_id.startswith("https://"):
@@ -293,7 +320,7 @@ def build_oauth_routes(host, issuer: str, resource: str) -> tuple[list[Route], P
     authenticator = HashedSecretAuthenticator(provider)
     as_metadata = MetadataHandler(authorization_server_metadata(issuer, config.client_documents))
     pr_metadata = ProtectedResourceMetadataHandler(protected_resource_metadata(issuer, resource))
-    registration = RegistrationHandler(provider, options=ClientRegistrationOptions(enabled=True))
+    registration = RateLimitedRegistrationHandler(provider, ClientRegistrationOptions(enabled=True))
     token = ResourceCheckingTokenHandler(provider, authenticator)
     revocation = BasicFriendlyRevocationHandler(provider, authenticator)
     authorization = DocumentAwareAuthorizationHandler(provider)

@@ -245,17 +245,24 @@ class OAuthStore:
 
     # -- clients (RFC 7591) ----------------------------------------------
     def register_client(self, record: ClientRecord) -> None:
-        """Keep a dynamically registered client. Registration is open to anyone, so the number is capped."""
+        """Keep a dynamically registered client. Registration is open to anyone, so the number is capped: at the
+        cap the oldest client that never got a grant makes room (a flood pushes out its own registrations), and
+        only when every client has a grant is a new one refused."""
         with self._locked() as data:
             self._prune(data, time.time())
             limit = self._config().max_clients
             if record.client_id not in data.clients and len(data.clients) >= limit:
-                raise GrantError(
-                    "invalid_client_metadata",
-                    f"this server already holds {limit} registered clients, its limit; try again tomorrow (clients "
-                    "that never got a grant are dropped after a day) or ask the operator to raise [oauth] "
-                    "max_clients.",
-                )
+                granted = {grant.client_id for grant in data.grants.values()}
+                idle = sorted((c for c in data.clients.values() if c.client_id not in granted),
+                              key=lambda c: c.registered)
+                if not idle:
+                    raise GrantError(
+                        "invalid_client_metadata",
+                        f"this server already holds {limit} registered clients with grants, its limit; ask the "
+                        "operator to end unused ones (`persmem oauth clients`, `persmem oauth revoke`) or raise "
+                        "[oauth] max_clients.",
+                    )
+                del data.clients[idle[0].client_id]
             if not record.registered:
                 record = msgspec.structs.replace(record, registered=_now_iso())
             data.clients[record.client_id] = record
