@@ -1,7 +1,7 @@
 """The OAuth server attacked: someone who controls a client, a redirect URI, a metadata document host or a browser
-tab, against a real `persmem serve`. Each test is one attack. The ones marked xfail(strict) are holes found in the
-attack review of issue 18 (the reason says which); the fix removes the mark. The others are attacks already
-defended that the other OAuth test modules do not try.
+tab, against a real `persmem serve`. Each test is one attack. The first group are the holes the attack review of
+issue 18 found (each failed before its fix); the others are attacks already defended that the other OAuth test
+modules do not try.
 
 One server for the module (agents kite and wren; wren has only a secret path). Requests expected to fail come
 from a loopback address of their own (127.0.0.N), so the per-address failure delay does not slow other tests.
@@ -118,7 +118,7 @@ def no_traceback(server) -> None:
     assert "Traceback" not in server.log()
 
 
-# == holes (xfail strict: the fix removes the mark) ===============================================================
+# == holes the attack review found, fixed ======================================================================================
 
 
 def test_a_guesser_that_sends_its_guesses_in_parallel_is_held_back_like_one_that_waits(server):
