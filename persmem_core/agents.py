@@ -52,7 +52,9 @@ def check_name(name: str) -> str:
     return name
 
 
-def _sha256(secret: str) -> str:
+def secret_sha256(secret: str) -> str:
+    """How every credential persmem issues is kept: SHA-256 hex (the secrets are 256-bit random, so a plain hash
+    is enough; agents' tokens and secret paths here, OAuth codes, tokens and client secrets in oauth/store.py)."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -130,12 +132,12 @@ class AgentStore:
     def agent_for_token(self, token: str) -> str | None:
         with self._mutex:
             self._load()
-            return self._by_token.get(_sha256(token))
+            return self._by_token.get(secret_sha256(token))
 
     def agent_for_path_secret(self, secret: str) -> str | None:
         with self._mutex:
             self._load()
-            return self._by_path.get(_sha256(secret))
+            return self._by_path.get(secret_sha256(secret))
 
     # -- changing ------------------------------------------------------
     @contextlib.contextmanager
@@ -175,10 +177,10 @@ class AgentStore:
             record = AgentRecord(created=existing.created if live else _now())
             if token:
                 issued.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-                record.token_sha256 = _sha256(issued.token)
+                record.token_sha256 = secret_sha256(issued.token)
             if secret_path:
                 issued.secret_path = secrets.token_urlsafe(32)
-                record.path_sha256 = _sha256(issued.secret_path)
+                record.path_sha256 = secret_sha256(issued.secret_path)
             agents = dict(registry.agents)
             agents[name] = record
             self._save(Registry(agents=agents))
@@ -201,10 +203,10 @@ class AgentStore:
             changes = {}
             if token:
                 issued.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-                changes["token_sha256"] = _sha256(issued.token)
+                changes["token_sha256"] = secret_sha256(issued.token)
             if secret_path:
                 issued.secret_path = secrets.token_urlsafe(32)
-                changes["path_sha256"] = _sha256(issued.secret_path)
+                changes["path_sha256"] = secret_sha256(issued.secret_path)
             agents = dict(registry.agents)
             agents[name] = msgspec.structs.replace(record, **changes)
             self._save(Registry(agents=agents))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import contextvars
-import hashlib
 import json
 import re
 import secrets
@@ -35,6 +34,7 @@ from mcp.server.auth.provider import (
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from persmem_core.agents import secret_sha256
 from persmem_core.errors import UserError
 from persmem_core.oauth.client_documents import ClientDocumentError, ClientDocuments, redirect_uri_problem
 from persmem_core.oauth.records import ClientRecord, TokenSet
@@ -52,10 +52,6 @@ MAX_REDIRECT_URIS = 20
 PKCE_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url(SHA-256) without padding
 TOKEN_ERRORS = {"invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
                 "unsupported_grant_type", "invalid_scope", "invalid_target"}
-
-
-def secret_sha256(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 @dataclass

@@ -46,7 +46,8 @@ from persmem_core.auth import client_address
 from persmem_core.errors import UserError
 from persmem_core.netaddr import is_loopback
 from persmem_core.oauth.client_documents import ClientDocumentError
-from persmem_core.oauth.provider import CONSENT_PATH, PersmemOAuthProvider, caller_address, secret_sha256
+from persmem_core.agents import secret_sha256
+from persmem_core.oauth.provider import CONSENT_PATH, PersmemOAuthProvider, caller_address
 from persmem_core.oauth.store import GrantError, grant_state
 
 AUTHORIZATION_PATH = "/authorize"

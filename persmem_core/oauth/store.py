@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from persmem_core.agents import secret_sha256
 from persmem_core.commands.invocation import persmem_line
 from persmem_core.errors import UserError
 from persmem_core.fileio import atomic_write_bytes
@@ -68,10 +69,6 @@ class GrantError(Exception):
         super().__init__(f"{error}: {description}")
         self.error = error
         self.description = description
-
-
-def _sha256(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 def _now_iso() -> str:
@@ -236,9 +233,9 @@ class OAuthStore:
         refresh = REFRESH_PREFIX + secrets.token_urlsafe(32)
         if grant.refresh_sha256:
             grant.spent_refresh = [*grant.spent_refresh, grant.refresh_sha256][-SPENT_REFRESH_KEPT:]
-        grant.refresh_sha256 = _sha256(refresh)
+        grant.refresh_sha256 = secret_sha256(refresh)
         grant.refresh_expires = now + config.refresh_token_days * DAY
-        grant.access = [*grant.access, AccessRecord(token_sha256=_sha256(access),
+        grant.access = [*grant.access, AccessRecord(token_sha256=secret_sha256(access),
                                                     expires=now + config.access_token_seconds)]
         return TokenSet(access_token=access, refresh_token=refresh, expires_in=config.access_token_seconds,
                         scopes=list(grant.scopes), grant_id=grant.grant_id)
@@ -286,8 +283,8 @@ class OAuthStore:
                             f"`{persmem_line('agent', 'add', 'NAME')}`.")
         code = secrets.token_urlsafe(32)
         with self._locked() as data:
-            data.codes[_sha256(code)] = CodeRecord(
-                code_sha256=_sha256(code), client_id=client_id, client_name=client_name, redirect_uri=redirect_uri,
+            data.codes[secret_sha256(code)] = CodeRecord(
+                code_sha256=secret_sha256(code), client_id=client_id, client_name=client_name, redirect_uri=redirect_uri,
                 redirect_uri_explicit=redirect_uri_explicit, code_challenge=code_challenge, resource=resource,
                 scopes=list(scopes), agent=agent, agent_created=record.created,
                 expires=time.time() + self._config().code_seconds,
@@ -300,7 +297,7 @@ class OAuthStore:
         expired."""
         if not isinstance(code, str):
             return None
-        record = self._snapshot().codes.get(_sha256(code))
+        record = self._snapshot().codes.get(secret_sha256(code))
         return record if record is not None and record.expires > time.time() else None
 
     def exchange_code(self, code: str, client_id: str) -> TokenSet:
@@ -309,7 +306,7 @@ class OAuthStore:
             raise GrantError("invalid_grant", "the authorization code is missing: start the authorization again.")
         with self._locked() as data:
             now = time.time()
-            record = data.codes.get(_sha256(code))
+            record = data.codes.get(secret_sha256(code))
             if record is None or record.expires <= now:
                 raise GrantError("invalid_grant", "the authorization code is unknown or expired (codes work once, "
                                  f"for {self._config().code_seconds} s): start the authorization again.")
@@ -347,7 +344,7 @@ class OAuthStore:
             return None
         with self._mutex:
             data = self._load()
-            found = self._by_refresh.get(_sha256(refresh_token))
+            found = self._by_refresh.get(secret_sha256(refresh_token))
             if found is None or found[0] not in data.grants:
                 return None
             return data.grants[found[0]], found[1]
@@ -357,7 +354,7 @@ class OAuthStore:
         grant (two parties hold it: one of them is not the client)."""
         if not isinstance(refresh_token, str):
             raise GrantError("invalid_grant", "the refresh token is missing: sign in again.")
-        hashed = _sha256(refresh_token)
+        hashed = secret_sha256(refresh_token)
         with self._locked() as data:
             now = time.time()
             grant = next((g for g in data.grants.values()
@@ -395,7 +392,7 @@ class OAuthStore:
             return None
         with self._mutex:
             data = self._load()
-            found = self._by_access.get(_sha256(token))
+            found = self._by_access.get(secret_sha256(token))
             if found is None or found[1] <= time.time():
                 return None
             grant = data.grants.get(found[0])
@@ -418,7 +415,7 @@ class OAuthStore:
         client does not hold (unknown, or another client's: not an error, RFC 7009 answers 200 either way)."""
         if not isinstance(token, str):
             return False
-        hashed = _sha256(token)
+        hashed = secret_sha256(token)
         with self._locked() as data:
             for grant in data.grants.values():
                 if grant.refresh_sha256 == hashed or hashed in grant.spent_refresh \
@@ -487,7 +484,7 @@ class OAuthStore:
         code = base64.b32encode(secrets.token_bytes(8)).decode("ascii")[:APPROVAL_CODE_CHARS]
         with self._locked() as data:
             data.operator.approval_codes = [*data.operator.approval_codes,
-                                            ApprovalCode(code_sha256=_sha256(code), expires=time.time() + minutes * 60)]
+                                            ApprovalCode(code_sha256=secret_sha256(code), expires=time.time() + minutes * 60)]
             self._save(data)
         return "-".join(code[i:i + 4] for i in range(0, APPROVAL_CODE_CHARS, 4))
 
@@ -516,7 +513,7 @@ class OAuthStore:
         return hmac.compare_digest(digest.hex(), expected)
 
     def _use_approval_code(self, code: str) -> bool:
-        hashed = _sha256(code)
+        hashed = secret_sha256(code)
         now = time.time()
         if not any(hmac.compare_digest(a.code_sha256, hashed) for a in self._snapshot().operator.approval_codes):
             return False  # no write for what is surely not a code
