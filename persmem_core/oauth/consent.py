@@ -36,6 +36,7 @@ from starlette.routing import Route
 
 from persmem_core.auth import client_address
 from persmem_core.errors import UserError
+from persmem_core.oauth.client_documents import LOOPBACK_REDIRECT_HOSTS
 from persmem_core.oauth.provider import CONSENT_PATH  # where provider.authorize sends the browser
 from persmem_core.oauth.store import check_time_spent
 
@@ -133,7 +134,7 @@ class ConsentPage:
         agents = self.host.agents.names()
         operator_ready = self.host.oauth.has_operator_credential()
         back_to = origin_of(pending.redirect_uri)
-        loopback = urlsplit(pending.redirect_uri).hostname in ("127.0.0.1", "localhost", "::1")
+        loopback = urlsplit(pending.redirect_uri).hostname in LOOPBACK_REDIRECT_HOSTS
 
         parts = [f"<h1>{esc(title)}</h1>"]
         if error:
