@@ -75,3 +75,12 @@ def backup(host, dest):
 def restore(host, src):
     """Put back what your `backup` wrote into `src` (a pathlib.Path) in a fresh home; raise UserError, writing
     nothing, when your data folder already holds data or is in use."""
+
+
+@hookspec
+def reseal(host, sealer, progress, dry_run):
+    """Bring your data files to the state new writes have (`sealer.needs_reseal`: sealed under the current key, or
+    plaintext when encryption is off), each file ATOMICALLY (new file, fsync, rename; or your log's own atomic
+    rewrite), so a kill -9 at any moment leaves every file readable with the keys on hand. Call
+    `progress(what, done, total)` as you go. With `dry_run`, write nothing and count. Return a
+    `persmem_core.sealing.ResealReport`. `persmem key migrate|rotate` call this with no server running."""

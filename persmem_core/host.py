@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from persmem_core import config as config_mod
-from persmem_core import paths
+from persmem_core import keys, paths
 from persmem_core.agents import AgentStore
 from persmem_core.auth_failures import AuthFailures
 from persmem_core.errors import ConfigError, PluginConflictError, UserError
 from persmem_core.oauth.store import OAuthStore
+from persmem_core.sealing import Sealer
 from persmem_core.plugins import PerPlugin, PluginInfo, call_each, load_plugins, new_plugin_manager
 from persmem_core.settings import PluginsConfig
 from persmem_core.state import PluginState
@@ -138,6 +139,13 @@ class Host:
         return config_mod.json_schema({name: typ for name, (typ, _) in self.sections.items()})
 
     # -- data ---------------------------------------------------------
+    @functools.cached_property
+    def sealer(self) -> Sealer:
+        """What plugins seal their data at rest with (persmem_core/sealing.py), under the home's key
+        (persmem_core/keys.py; a new home with [encryption] enabled gets one here). Raises SealingError, having
+        written nothing, when the key the home's data needs is missing or another key is loaded."""
+        return keys.load_sealer(self.home, self.section("encryption"), self.environ, create=True)
+
     def data_dir(self, name: str) -> Path:
         """The folder plugin `name` owns inside the persmem home (created on demand)."""
         if not SECTION_RE.match(name):
@@ -200,6 +208,7 @@ class Host:
         """Every plugin's `startup`, in hook order. One rule: a startup that fails stops the server, naming
         the plugin (its tools would otherwise answer "not ready" forever); the plugins already started are
         shut down again first."""
+        self.sealer  # a missing or wrong key stops the server here, before any plugin opens its data
         started: list[str] = []
         for plugin, _, exc in call_each(self.pm, "startup", host=self):
             if exc is None:

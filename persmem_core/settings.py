@@ -84,6 +84,20 @@ class WorkspaceConfig(ConfigSection):
     ] = []
 
 
+class EncryptionConfig(ConfigSection):
+    """[encryption]: memories, session archives (and mail, with [amq] encrypt) sealed at rest with AES-256-GCM."""
+
+    enabled: Annotated[
+        bool, Meta(description="Seal new writes under the home's key (created on first start when none is found). "
+                   "Off: new writes are plaintext; data sealed before still needs its key. `persmem key migrate` "
+                   "rewrites existing files to match.")
+    ] = True
+    key_file: Annotated[
+        str, Meta(description="The 32-byte key file (0600, owned by the server's user); default <home>/persmem.key. "
+                  "PERSMEM_KEY (64 hex characters) or the systemd credential persmem.key take precedence.")
+    ] = ""
+
+
 class OAuthConfig(ConfigSection):
     """[oauth]: the OAuth 2.1 authorization server remote clients (claude.ai custom connectors) sign in with.
     Each grant acts as the agent the operator picked on the consent page."""
