@@ -5,6 +5,11 @@ up to its last intact entry is a consistent snapshot even while the server
 appends. The vector index is derived and not copied: it is rebuilt on first
 open of the restored store (`restore_memory`, for `persmem restore`).
 
+Frames are copied as stored, sealed ones still sealed: the CRC over the stored
+payload tells where the intact frames end, so a backup needs no key (and
+holds no plaintext of a sealed store). Restoring needs the key they were
+sealed under, on the first open.
+
 A backup holds every memory, so it is the owner's alone whatever the modes
 of the originals: folders 0700 and files 0600, from creation.
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .log import LOG_NAME, read_frames
+from .log import LOG_NAME, intact_end
 from .replay import MODEL_RECORD
 
 
@@ -32,9 +37,7 @@ def backup_memory(folder: Path, dest: Path) -> None:
         if not log_path.exists():
             continue
         data = log_path.read_bytes()
-        end = 0
-        for _, frame_end, _ in read_frames(data):
-            end = frame_end
+        end = intact_end(data)  # no key needed
         target = dest / collection.name
         target.mkdir(mode=0o700)
         _write_private(target / LOG_NAME, data[:end])

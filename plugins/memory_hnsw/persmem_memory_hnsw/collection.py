@@ -9,6 +9,9 @@ read the winners' entries back from the log.
 Lifecycle writes (a supersedes link made or undone, feedback, a consolidated memory) are each one Put of the
 memory that holds the link, so a kill -9 never leaves half a link, and none of them deletes anything. Retrieval
 counts are statistics, not records: kept in memory and saved with the index (usage.msgpack).
+
+At rest, with encryption on (`sealer`, persmem_core/sealing.py): every log frame, the index file and the
+retrieval counts are sealed (log.py, vectors.py); only the model record (a model id) stays plain.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from readerwriterlock import rwlock
 
 from persmem_core import UserError
 from persmem_core.fileio import atomic_write_bytes
+from persmem_core.sealing import Sealer, SealingError
 
 from .config import MemoryConfig
 from .contexts import MAX_CONTEXT_CHARS
@@ -46,6 +50,7 @@ from .vectors import VectorIndex
 log = logging.getLogger("persmem.memory")
 
 USAGE_NAME = "usage.msgpack"  # retrieval counts: id -> (ranked count, last retrieved at, count), saved with the index
+USAGE_PURPOSE = b"memory.usage"  # what the retrieval counts are sealed as
 MAX_NOTE_CHARS = 500  # a memory_validate note
 
 
@@ -82,10 +87,13 @@ class Hit:
 
 
 class Collection:
-    def __init__(self, name: str, folder: Path, embedder, config: MemoryConfig):
+    def __init__(self, name: str, folder: Path, embedder, config: MemoryConfig, sealer: Sealer | None = None):
+        """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files (tests, tools
+        without a home)."""
         self.name, self.folder, self.embedder, self.config = name, Path(folder), embedder, config
+        self.sealer = sealer or Sealer.plain()
         self.lock = rwlock.RWLockWrite()
-        self.log = RecordLog(self.folder / LOG_NAME)
+        self.log = RecordLog(self.folder / LOG_NAME, self.sealer)
         self.rows = Rows()
         self.vectors: VectorIndex | None = None
         self.changes_since_save = 0
@@ -142,7 +150,8 @@ class Collection:
             self.log.close()
 
     def save_index(self) -> None:
-        self.vectors.save(self.folder / INDEX_NAME, model_id=self.embedder.model_id, log_offset=self.log.size)
+        self.vectors.save(self.folder / INDEX_NAME, model_id=self.embedder.model_id, log_offset=self.log.size,
+                          sealer=self.sealer)
         self.changes_since_save = 0
         self._save_usage()
 
@@ -170,17 +179,26 @@ class Collection:
             live = {k: list(v) for k, v in self.usage.items() if k in self.rows.heads}
             self._usage_changed = False
         if live or (self.folder / USAGE_NAME).exists():
-            atomic_write_bytes(self.folder / USAGE_NAME, msgspec.msgpack.encode(live))
+            atomic_write_bytes(self.folder / USAGE_NAME, self.sealer.seal(msgspec.msgpack.encode(live), USAGE_PURPOSE))
 
     def _load_usage(self) -> dict[str, tuple[int, float, int]]:
         path = self.folder / USAGE_NAME
         try:
-            saved = msgspec.msgpack.decode(path.read_bytes(), type=dict[str, list[float]])
-            # (count, last) before own searches were told apart: all of them count toward the rank
-            saved = {k: (int(v[0]), float(v[1]), int(v[2] if len(v) > 2 else v[0])) for k, v in saved.items()}
+            stored = path.read_bytes()
         except FileNotFoundError:
             return {}
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:  # statistics: start again
+        except OSError as exc:  # statistics: start again
+            log.warning("collection %s: retrieval counts in %s unreadable (%s); counting from zero", self.name, path, exc)
+            return {}
+        try:
+            opened = self.sealer.open(stored, USAGE_PURPOSE)
+        except SealingError as exc:  # not "counting from zero": the next save would write over them
+            raise SealingError(f"{path}: {exc}") from None
+        try:
+            saved = msgspec.msgpack.decode(opened, type=dict[str, list[float]])
+            # (count, last) before own searches were told apart: all of them count toward the rank
+            saved = {k: (int(v[0]), float(v[1]), int(v[2] if len(v) > 2 else v[0])) for k, v in saved.items()}
+        except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:  # statistics: start again
             log.warning("collection %s: retrieval counts in %s unreadable (%s); counting from zero", self.name,
                         path, exc)
             return {}
@@ -198,7 +216,7 @@ class Collection:
     # -- the log entries behind the heads (hold the lock: a compaction swaps the log file) --
     def _entry(self, memory_id: str) -> Put:
         """A live memory's latest log entry."""
-        return decode_frame(self.log.read(*self.rows.span(memory_id)))
+        return decode_frame(self.log.read(*self.rows.span(memory_id)), self.sealer, self.log.path)
 
     def _load(self, memory_id: str) -> Memory:
         return self._entry(memory_id).memory

@@ -24,6 +24,16 @@ def _memory_folder() -> Path:
     return get_host().home / DATA_FOLDER
 
 
+def _read_store():
+    """Every collection as its log holds it now, read without the owner lock (snapshot.py), sealed frames opened
+    with the home's key."""
+    from persmem_core.cli import get_host
+
+    from .snapshot import read_store
+
+    return read_store(_memory_folder(), get_host().sealer)
+
+
 def _take_store(command: str, while_running: str = ""):
     """The store locked for this writing command (not loaded yet); stop it when done. While a server owns the
     store the command is refused, naming it and `while_running`: what to do instead without stopping it."""
@@ -77,9 +87,8 @@ def memory() -> None:
 def stats(collection: str | None) -> None:
     """Print counts per collection (works while a server runs: it reads the record logs as they are)."""
     from .query import did_you_mean
-    from .snapshot import read_store
 
-    store = read_store(_memory_folder())
+    store = _read_store()
     if collection is not None and collection not in store:
         raise click.ClickException(did_you_mean("collection", collection, store))
     if not store:
@@ -108,9 +117,8 @@ def export_(path: Path, collection: str | None) -> None:
     stdout). Works while a server runs: it reads the record logs as they are."""
     from .query import did_you_mean
     from .records import iso_exact, public, public_version
-    from .snapshot import read_store
 
-    store = read_store(_memory_folder())
+    store = _read_store()
     if collection is not None and collection not in store:
         raise click.ClickException(did_you_mean("collection", collection, store))
     out = sys.stdout if str(path) == "-" else open(path, "w", encoding="utf-8")

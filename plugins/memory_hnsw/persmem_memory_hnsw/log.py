@@ -1,12 +1,15 @@
 """The record log: the authoritative copy of a collection.
 
-Append-only frames `[u32 length][u32 crc32][MessagePack entry]`. An append
-returns only after the bytes and the file are fsynced, so an acknowledged
-write survives kill -9 (and power loss, where the disk honours fsync). On
-open, frames are replayed up to the last intact one; a torn or corrupt tail
-is cut off (and kept aside in `<name>.torn-<time>` for inspection), so the
-log always opens. Compaction rewrites live entries to a new file and
-atomically replaces the old one.
+Append-only frames `[u32 length][u32 crc32][payload]`, the payload a MessagePack entry, sealed
+(`sealer.seal(..., b"memory.log")`, persmem_core/sealing.py) when encryption is on. The CRC is over the payload as
+stored, so telling an intact frame from a torn one needs no key (backups copy up to the last intact frame without
+one), and plaintext frames written before encryption was switched on still read beside sealed ones. An append
+returns only after the bytes and the file are fsynced, so an acknowledged write survives kill -9 (and power loss,
+where the disk honours fsync). On open, frames are replayed up to the last intact one; a torn or corrupt tail is
+cut off (and kept aside in `<name>.torn-<time>` for inspection, sealed whole when encryption is on), so the log
+always opens. An intact frame that does not open (its key is not on hand, or it was changed on disk) is never
+taken for a torn tail: it stops the open with a SealingError, before anything is written. Compaction rewrites the
+live entries' frames, as stored, to a new file and atomically replaces the old one.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 import msgspec
 
 from persmem_core.fileio import fsync_dir
+from persmem_core.sealing import Sealer, SealingError, is_sealed
 
 from .records import Entry
 
@@ -31,26 +35,43 @@ HEADER = struct.Struct("<II")
 MAX_FRAME = 64 * 1024 * 1024
 log = logging.getLogger("persmem.memory.log")
 
+PURPOSE = b"memory.log"  # what a frame's payload is sealed as (its associated data)
+_PLAIN = Sealer.plain()  # no key: writes plaintext, reads plaintext, refuses sealed frames
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Entry)
 
 
-def encode_frame(entry) -> bytes:
-    payload = _encoder.encode(entry)
+def encode_frame(entry, sealer: Sealer | None = None) -> bytes:
+    """One frame holding `entry`, its payload sealed when `sealer` is enabled."""
+    payload = (sealer or _PLAIN).seal(_encoder.encode(entry), PURPOSE)
     return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def decode_frame(frame: bytes):
-    """The entry of one whole frame (as `RecordLog.read` returns it); ValueError if it is damaged."""
+def open_payload(payload: bytes | memoryview, sealer: Sealer | None, where: Path | str) -> bytes:
+    """A frame's MessagePack, opened if sealed. SealingError naming `where` (the log) and the fix when it can not
+    be opened: never a reason to cut the log there."""
+    if not is_sealed(payload):
+        return payload
+    try:
+        return (sealer or _PLAIN).open(payload, PURPOSE)
+    except SealingError as exc:  # its message names the key and where to put it back
+        raise SealingError(f"{where}: {exc}") from None
+
+
+def decode_frame(frame: bytes, sealer: Sealer | None = None, where: Path | str = "the memory log"):
+    """The entry of one whole frame (as `RecordLog.read` returns it); ValueError if it is damaged, SealingError if
+    it is sealed and does not open."""
     length, crc = HEADER.unpack_from(frame, 0)
     payload = memoryview(frame)[HEADER.size : HEADER.size + length]
     if len(payload) != length or zlib.crc32(payload) != crc:
         raise ValueError("damaged log frame")
-    return _decoder.decode(payload)
+    return _decoder.decode(open_payload(payload, sealer, where))
 
 
-def read_frames(data: bytes | memoryview) -> Iterator[tuple[int, int, object]]:
-    """Yield (offset, end, entry) for each intact frame; stops at the first bad one."""
+def intact_frames(data: bytes | memoryview) -> Iterator[tuple[int, int, memoryview]]:
+    """Yield (offset, end, payload as stored) for each frame whose length and CRC are right; stops at the first
+    that is not (a torn or damaged tail). Needs no key."""
     view = memoryview(data)
     offset = 0
     while offset + HEADER.size <= len(view):
@@ -61,17 +82,52 @@ def read_frames(data: bytes | memoryview) -> Iterator[tuple[int, int, object]]:
         payload = view[offset + HEADER.size : end]
         if zlib.crc32(payload) != crc:
             return
-        try:
-            entry = _decoder.decode(payload)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return
-        yield offset, end, entry
+        yield offset, end, payload
         offset = end
 
 
+def read_frames(data: bytes | memoryview, sealer: Sealer | None = None,
+                where: Path | str = "the memory log") -> Iterator[tuple[int, int, object]]:
+    """Yield (offset, end, entry) for each intact frame; stops at the first bad one. An intact frame that is
+    sealed and does not open raises SealingError (naming `where`): it is not a torn tail."""
+    for offset, end, payload in intact_frames(data):
+        try:
+            entry = _decoder.decode(open_payload(payload, sealer, where))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        yield offset, end, entry
+
+
+def intact_end(data: bytes | memoryview) -> int:
+    """Where the intact frames of a log end (what replay keeps), found without a key: a plaintext frame must also
+    decode; a sealed one is vouched for by its CRC (its content is checked when it is opened)."""
+    end = 0
+    for _, frame_end, payload in intact_frames(data):
+        if not is_sealed(payload):
+            try:
+                _decoder.decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                break
+        end = frame_end
+    return end
+
+
+def reseal_frame(frame: bytes | memoryview, sealer: Sealer, where: Path | str) -> bytes:
+    """A whole frame with its payload brought to the state new writes have (`sealer.reseal`)."""
+    length, _ = HEADER.unpack_from(frame, 0)
+    payload = open_payload(memoryview(frame)[HEADER.size : HEADER.size + length], sealer, where)
+    sealed = sealer.seal(payload, PURPOSE)
+    return HEADER.pack(len(sealed), zlib.crc32(sealed)) + sealed
+
+
+def frame_needs_reseal(frame: bytes | memoryview, sealer: Sealer) -> bool:
+    return sealer.needs_reseal(memoryview(frame)[HEADER.size :])
+
+
 class RecordLog:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, sealer: Sealer | None = None):
         self.path = Path(path)
+        self.sealer = sealer  # None: no key (plaintext written, sealed frames refused)
         self._fd: int | None = None
         self.size = 0
         self.dead_bytes = 0  # bytes of superseded entries, for compaction decisions
@@ -81,12 +137,13 @@ class RecordLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = self.path.read_bytes() if self.path.exists() else b""
         good_end = 0
-        for offset, end, entry in read_frames(data):
+        for offset, end, entry in read_frames(data, self.sealer, self.path):  # SealingError: nothing written yet
             good_end = end
             yield offset, end, entry
         if good_end < len(data):
             aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time())}")
-            aside.write_bytes(data[good_end:])
+            # Sealed whole when encryption is on: a torn frame of a plaintext log holds memory text.
+            aside.write_bytes((self.sealer or _PLAIN).seal(data[good_end:], PURPOSE))
             log.warning("%s: cut %d bytes of torn or corrupt tail (kept in %s)", self.path, len(data) - good_end, aside)
             with open(self.path, "r+b") as f:
                 f.truncate(good_end)
@@ -98,7 +155,7 @@ class RecordLog:
     def append(self, entries: Iterable) -> list[tuple[int, int]]:
         """Write entries durably; returns their (offset, end). Raises OSError and writes nothing visible on failure."""
         assert self._fd is not None, "log not open"
-        frames = [encode_frame(e) for e in entries]
+        frames = [encode_frame(e, self.sealer) for e in entries]
         blob = b"".join(frames)
         start = self.size
         try:
@@ -129,15 +186,15 @@ class RecordLog:
         return os.pread(self._fd, end - start, start)
 
     def rewrite(self, entries: Iterable) -> list[tuple[int, int]]:
-        """Replace the log with exactly `entries` (entries, or frames as bytes), atomically and durably;
-        returns their spans."""
+        """Replace the log with exactly `entries` (entries, sealed as new writes are, or whole frames as bytes,
+        copied as they are), atomically and durably; returns their spans. Also on a log that is not open."""
         tmp = self.path.with_name(self.path.name + ".compact")
         spans = []
         try:
             with open(tmp, "wb") as f:
                 size = 0
                 for entry in entries:
-                    frame = entry if isinstance(entry, bytes) else encode_frame(entry)
+                    frame = entry if isinstance(entry, bytes) else encode_frame(entry, self.sealer)
                     f.write(frame)
                     spans.append((size, size + len(frame)))
                     size += len(frame)

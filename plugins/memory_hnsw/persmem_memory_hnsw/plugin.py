@@ -1,4 +1,5 @@
-"""The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup and restore, the hooks it adds, and
+"""The memory plugin's hooks: config, tools, CLI, lifecycle, doctor, backup and restore, reseal (encryption at rest:
+`persmem key migrate|rotate`), the hooks it adds, and
 its answers to the sessions plugin's questions (optional hooks: that plugin may be absent; sessions_answers.py).
 
 Hook implementations only; the service (service.py) holds the plugin's state, in `host.state`. Nothing heavy
@@ -78,6 +79,7 @@ def register_commands(cli):
 
 @hookimpl
 def doctor(host):
+    from persmem_core import UserError
     from persmem_core.doctor import fail, pass_
 
     from .service import DATA_FOLDER, make_embedder
@@ -95,7 +97,10 @@ def doctor(host):
 
     collections = [p.name for p in collection_folders(folder)]  # not .models (the prepared model files)
     checks.append(pass_("memory store", f"{folder}: {len(collections)} collection(s)"))
-    checks.extend(review_checks(folder))
+    try:
+        checks.extend(review_checks(folder, host.sealer))
+    except UserError as exc:  # SealingError: a sealed log this key does not open (the message names the fix)
+        checks.append(fail("memory review dates", str(exc)))
     return checks
 
 
@@ -106,7 +111,7 @@ def _first_ids(ids: list[str]) -> str:
     return ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")
 
 
-def review_checks(folder) -> list:
+def review_checks(folder, sealer) -> list:
     """WARN lines for memories whose review_after has passed (still searched) or whose valid_until has (hidden
     from search), per collection, with counts and the first ids. Read from the logs without the owner lock
     (snapshot.py), so it works next to a running server."""
@@ -118,7 +123,7 @@ def review_checks(folder) -> list:
     from .snapshot import read_store
 
     now, due, gone = time.time(), [], []
-    for name, snapshot in sorted(read_store(folder).items()):
+    for name, snapshot in sorted(read_store(folder, sealer).items()):
         review, old = [], []
         for memory in snapshot.memories():  # oldest first
             if expired(memory.valid_until, now):
@@ -160,6 +165,16 @@ def restore(host, src):
 
     # No embedder: restoring copies logs and loads no model (the restored config's model may be elsewhere).
     restore_memory(MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), embedder=None), src)
+
+
+@hookimpl
+def reseal(host, sealer, progress, dry_run):
+    """Reseal every collection's log, index and retrieval counts, each atomically, under the store's owner lock
+    (reseal.py); with dry_run, count what would be rewritten."""
+    from .reseal import reseal_store
+    from .service import DATA_FOLDER
+
+    return reseal_store(host.home / DATA_FOLDER, host.section("memory"), sealer, progress, dry_run)
 
 
 # -- the sessions plugin's questions (its hookspecs.py); called from its worker thread and its web routes ----

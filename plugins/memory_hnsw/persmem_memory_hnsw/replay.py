@@ -3,7 +3,8 @@ vectors, and bring the vector index in line with the log (load the saved index a
 it, or rebuild it from the logged vectors). For `persmem memory reindex`, re-embed every memory instead.
 
 The log is the truth; the index file and the rows are derived from it, so whatever they lack or hold too much
-is settled here, in favour of the log.
+is settled here, in favour of the log. A sealed file that does not open (SealingError: its key is not on hand, or
+it was changed) stops the open before anything is written; it is never cut off or rebuilt over.
 """
 
 from __future__ import annotations
@@ -80,10 +81,10 @@ def load_index(name: str, folder: Path, record_log: RecordLog, rows: Rows, vecto
                dim: int) -> bool:
     """Load the saved index and replay onto it the log entries written after it was saved. False when there is
     no saved index that fits the log and the model (then rebuild it)."""
-    meta = vectors.load(folder / INDEX_NAME, model_id=model_id, log_size=record_log.size)
+    meta = vectors.load(folder / INDEX_NAME, model_id=model_id, log_size=record_log.size, sealer=record_log.sealer)
     if meta is None:
         return False
-    tail = read_frames(_read_from(record_log.path, meta.log_offset))
+    tail = read_frames(_read_from(record_log.path, meta.log_offset), record_log.sealer, record_log.path)
     replayed = 0
     in_graph = vectors.in_graph()
     try:

@@ -6,6 +6,10 @@ length of the command (`open_service`).
 
 One process owns the memory folder at a time (an exclusive lock file), so
 two servers never write the same log; share one server over HTTP instead.
+
+The service seals what it writes with the home's Sealer (`host.sealer`, handed to every collection). Before the
+server takes the store, the key ids its sealed files name are checked against the keys on hand (`check_keys`):
+a missing or wrong key stops the server with the file and the fix named, before anything is written.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from persmem_core import UserError
+from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, missing_key_message, sealed_key_id
 
 from .collection import Collection, Hit
 from .config import MemoryConfig
-from .log import write_failed
+from .log import HEADER, LOG_NAME, MAX_FRAME, write_failed
 from .query import Filters, shown
 from .records import public
 
@@ -70,7 +75,7 @@ def make_embedder(host):
 
 def new_service(host) -> MemoryService:
     """The host's memory service, not started yet (nothing locked, nothing loaded)."""
-    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host))
+    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host), host.sealer)
 
 
 def open_service(host) -> MemoryService:
@@ -86,9 +91,52 @@ def service(host) -> MemoryService:
     return running
 
 
+def first_sealed_key(log_path: Path) -> str | None:
+    """The key id of the first sealed frame of a record log (None when it holds none), from frame headers alone:
+    reads up to that frame, not the whole log."""
+    try:
+        f = open(log_path, "rb")
+    except FileNotFoundError:
+        return None
+    with f:
+        while True:
+            head = f.read(HEADER.size + HEADER_BYTES)
+            if len(head) < HEADER.size:
+                return None
+            length, _ = HEADER.unpack_from(head, 0)
+            if length > MAX_FRAME:
+                return None  # a damaged tail: the replay deals with it
+            found = sealed_key_id(head[HEADER.size : HEADER.size + length])
+            if found is not None:
+                return found
+            f.seek(length - (len(head) - HEADER.size), os.SEEK_CUR)
+
+
+def check_keys(folder: Path, sealer: Sealer) -> None:
+    """SealingError, naming the file and the fix, when a collection's log, index or retrieval counts are sealed
+    under a key that is not on hand. Reads a few bytes of each file and writes nothing (no lock either), so a
+    server with the wrong key stops before it changes a byte. (The full check is the replay itself.)"""
+    from .collection import USAGE_NAME
+    from .replay import INDEX_NAME
+
+    for collection in collection_folders(folder):
+        found = [(collection / LOG_NAME, first_sealed_key(collection / LOG_NAME))]
+        for name in (INDEX_NAME, USAGE_NAME):
+            try:
+                with open(collection / name, "rb") as f:
+                    found.append((collection / name, sealed_key_id(f.read(HEADER_BYTES))))
+            except FileNotFoundError:
+                pass
+        for path, key in found:
+            if key is not None and key not in sealer.known_ids:
+                raise SealingError(f"{path}: {missing_key_message(key, sealer.known_ids)}")
+
+
 class MemoryService:
-    def __init__(self, folder: Path, config: MemoryConfig, embedder):
+    def __init__(self, folder: Path, config: MemoryConfig, embedder, sealer: Sealer | None = None):
+        """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files."""
         self.folder, self.config, self.embedder = Path(folder), config, embedder
+        self.sealer = sealer or Sealer.plain()
         self._collections: dict[str, Collection] = {}
         self._open_lock = threading.Lock()
         self._lock_file = None
@@ -106,7 +154,9 @@ class MemoryService:
     def start_in_background(self) -> MemoryService:
         """Take the store now, load the model and the collections in a thread (the server's way: it answers
         MCP at once; a memory tool called during the load waits for it). Once loaded, the idle-time
-        consolidation job starts ([memory] consolidate_every_hours; the CLI's services never run it)."""
+        consolidation job starts ([memory] consolidate_every_hours; the CLI's services never run it). A sealed
+        file whose key is not on hand stops it here, before the lock file is written (check_keys)."""
+        check_keys(self.folder, self.sealer)
         self.lock()
         self._loader = threading.Thread(target=self._load_quietly, name="memory-load", daemon=True)
         self._loader.start()
@@ -169,7 +219,7 @@ class MemoryService:
         holds the lock (`lock()`) and has loaded nothing: the collections' vectors may be of another model."""
         self.embedder.load()
         for path in self._collection_folders():
-            col = Collection(path.name, path, self.embedder, self.config).open(reindex=True)
+            col = Collection(path.name, path, self.embedder, self.config, self.sealer).open(reindex=True)
             yield path.name, len(col.memories)
             col.close()
 
@@ -200,7 +250,8 @@ class MemoryService:
         with self._open_lock:
             if name not in self._collections:
                 try:
-                    self._collections[name] = Collection(name, self.folder / name, self.embedder, self.config).open()
+                    self._collections[name] = Collection(name, self.folder / name, self.embedder, self.config,
+                                                         self.sealer).open()
                 except OSError as exc:  # a new collection on a full or read-only disk
                     logging.getLogger("persmem.memory").error("collection %s could not be opened: %s", name, exc)
                     raise UserError(write_failed(self.folder, exc, f"collection {name!r} could not be opened")) from None

@@ -10,6 +10,11 @@
   the model id and the log offset it covers. An index file is loaded only if
   its checksum matches (a crafted or torn hnswlib file is never parsed);
   otherwise it is rebuilt from the log.
+- Sealed when encryption is on (a sealed stream, purpose b"memory.index"):
+  hnswlib saves into an in-memory file (sealing.scratch_file), which is
+  sealed into the temp file; a load opens it into another in-memory file.
+  The plaintext index never touches the disk. The sidecar's sha256 is over
+  the file as stored; the sidecar itself holds no text and stays plain.
 - hnswlib is not safe for concurrent add + query: the collection holds a
   read-write lock around every call here.
 """
@@ -24,10 +29,13 @@ import msgspec
 import numpy as np
 
 from persmem_core.fileio import atomic_write_bytes, fsync_dir, sha256_file
+from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, is_sealed, scratch_file
 
 from .heap import grown
 
 log = logging.getLogger("persmem.memory.vectors")
+
+PURPOSE = b"memory.index"  # what the index file is sealed as
 
 
 class IndexMeta(msgspec.Struct, kw_only=True):
@@ -136,23 +144,30 @@ class VectorIndex:
         return labels[0], 1.0 - distances[0]
 
     # -- persistence ---------------------------------------------------
-    def save(self, path: Path, *, model_id: str, log_offset: int) -> None:
+    def save(self, path: Path, *, model_id: str, log_offset: int, sealer: Sealer | None = None) -> None:
+        """Save the index (sealed when `sealer` is enabled) and its sidecar, each atomically."""
         tmp = path.with_name(path.name + ".tmp")
         try:
-            self.index.save_index(str(tmp))
+            if sealer is not None and sealer.enabled:
+                with scratch_file(path.name) as (scratch_path, scratch):
+                    self.index.save_index(scratch_path)
+                    scratch.seek(0)
+                    with open(tmp, "wb") as out:
+                        sealer.seal_stream(scratch, out, PURPOSE)
+            else:
+                self.index.save_index(str(tmp))
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
         except BaseException:
             tmp.unlink(missing_ok=True)  # the saved index stays as it was; a half copy would only take space
             raise
-        meta = IndexMeta(sha256=sha256_file(tmp), model_id=model_id, dim=self.dim, log_offset=log_offset,
-                         count=self.live)
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-        atomic_write_bytes(meta_path(path), msgspec.json.encode(meta))
+        replace_index(tmp, path, IndexMeta(sha256=sha256_file(tmp), model_id=model_id, dim=self.dim,
+                                           log_offset=log_offset, count=self.live))
 
-    def load(self, path: Path, *, model_id: str, log_size: int) -> IndexMeta | None:
-        """Load the saved index if its sidecar vouches for it; None means rebuild."""
+    def load(self, path: Path, *, model_id: str, log_size: int, sealer: Sealer | None = None) -> IndexMeta | None:
+        """Load the saved index if its sidecar vouches for it; None means rebuild. SealingError (naming the file)
+        when it is sealed under a key that is not on hand: never rebuilt over (that would write under the wrong
+        key)."""
         import hnswlib
 
         try:
@@ -170,7 +185,20 @@ class VectorIndex:
             return None
         index = hnswlib.Index(space="ip", dim=self.dim)
         try:
-            index.load_index(str(path), allow_replace_deleted=True)
+            with open(path, "rb") as stored:
+                if is_sealed(stored.read(HEADER_BYTES)):
+                    stored.seek(0)
+                    with scratch_file(path.name) as (scratch_path, scratch):
+                        try:
+                            (sealer or Sealer.plain()).open_stream(stored, scratch, PURPOSE)
+                        except SealingError as exc:
+                            raise SealingError(f"{path}: {exc}") from None
+                        scratch.flush()
+                        index.load_index(scratch_path, allow_replace_deleted=True)
+                else:
+                    index.load_index(str(path), allow_replace_deleted=True)
+        except OSError:
+            return None
         except RuntimeError as exc:  # hnswlib writes no error when a save runs out of disk: a cut file lands here
             log.warning("%s: %s; rebuilding the index from the log", path, exc)
             return None
@@ -179,6 +207,58 @@ class VectorIndex:
         self.index = index
         self.live = meta.count
         return meta
+
+
+def replace_index(tmp: Path, path: Path, meta: IndexMeta) -> None:
+    """Put the fsynced index file `tmp` in place of `path`, then its sidecar. A kill between the two leaves a
+    sidecar whose checksum does not match: the next open rebuilds the index from the log."""
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+    atomic_write_bytes(meta_path(path), msgspec.json.encode(meta))
+
+
+def reseal_index(path: Path, sealer: Sealer, *, dry_run: bool) -> tuple[bool, bool]:
+    """Bring a saved index file to the state new saves have, atomically (the sidecar's checksum follows);
+    (held plaintext, was or would be rewritten). The plaintext is only ever in memory."""
+    with open(path, "rb") as stored:
+        first = stored.read(HEADER_BYTES)
+        plain = not is_sealed(first)
+        if not sealer.stream_needs_reseal(first):
+            return plain, False
+        if dry_run:
+            return plain, True
+        vouched = _vouched_meta(path)  # read before the file changes: does the sidecar vouch for it now?
+        tmp = path.with_name(path.name + ".tmp")
+        stored.seek(0)
+        try:
+            with scratch_file(path.name) as (_, scratch):
+                try:
+                    sealer.open_stream(stored, scratch, PURPOSE)
+                except SealingError as exc:
+                    raise SealingError(f"{path}: {exc}") from None
+                scratch.seek(0)
+                with open(tmp, "wb") as out:
+                    sealer.seal_stream(scratch, out, PURPOSE)
+                    out.flush()
+                    os.fsync(out.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    if vouched is None:  # the sidecar did not vouch for the old file: the next open rebuilds it anyway
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    else:
+        replace_index(tmp, path, msgspec.structs.replace(vouched, sha256=sha256_file(tmp)))
+    return plain, True
+
+
+def _vouched_meta(path: Path) -> IndexMeta | None:
+    """The sidecar of the index file `path` if its checksum matches the file as it is."""
+    try:
+        meta = msgspec.json.decode(meta_path(path).read_bytes(), type=IndexMeta)
+        return meta if sha256_file(path) == meta.sha256 else None
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def meta_path(path: Path) -> Path:
