@@ -70,6 +70,7 @@ def doctor(host):
     checks.append(check_port(host, server.host, server.port))
     checks.append(_check_auth(host, server))
     checks.append(_check_oauth(host, server))
+    checks.append(_check_encryption(host))
     return checks
 
 
@@ -98,6 +99,37 @@ def _check_auth(host, server):
                     "run `persmem agent add NAME` first.")
     return warn("agents", "no agent has credentials: HTTP is open on loopback only, as agent "
                 f"{server.default_agent!r}. Run `persmem agent add NAME` to require tokens.")
+
+
+def _check_encryption(host):
+    """Whether new writes are sealed, under which key from where, that its file is private, that every key the data
+    needs is on hand and (with no server running) that no file still holds plaintext."""
+    from persmem_core import keys
+    from persmem_core.commands.key import count_unsealed
+
+    config = host.section("encryption")
+    try:
+        sealer = keys.load_sealer(host.home, config, host.environ, create=False)
+        loaded = keys.find_key(host.home, config, host.environ)
+    except UserError as exc:
+        return fail("encryption", str(exc))
+    if not config.enabled:
+        needs = f"; data sealed before needs key {sealer.known_ids[0]}" if sealer.known_ids else ""
+        return warn("encryption", f"off: new memories and sessions are written in plaintext{needs}. Set [encryption] "
+                    "enabled = true and run `persmem key migrate` to seal them.")
+    if loaded is None:
+        return pass_("encryption", f"on; the key is created at {keys.key_file_path(host.home, config)} (0600) on the "
+                     "first start")
+    where = f"{loaded.where} (0600, ours)" if loaded.source == "file" else loaded.where
+    if keys.next_key_path(host.home, config).exists():
+        return warn("encryption", f"a key rotation did not finish (both keys are kept, everything reads): run "
+                    f"`persmem key rotate` to finish it. Key {loaded.key_id} from {where}.")
+    unsealed = count_unsealed(host, sealer)
+    if unsealed:
+        return warn("encryption", f"on, key {loaded.key_id} from {where}; but {unsealed} file(s) written before "
+                    "still hold plaintext: stop the server and run `persmem key migrate`.")
+    return pass_("encryption", f"on (AES-256-GCM), key {loaded.key_id} from {where}; keep a copy apart from the "
+                 "home and its backups (`persmem key export`)")
 
 
 def _check_oauth(host, server):

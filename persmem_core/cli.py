@@ -39,7 +39,7 @@ def cli(ctx: click.Context) -> None:
 
 def _add_builtin_commands() -> None:
     from persmem_core.commands import (
-        agent, backup, config, connect, doctor, oauth, plugin_new, plugins, restore, serve,
+        agent, backup, config, connect, doctor, key, oauth, plugin_new, plugins, restore, serve,
     )
 
     for command in (
@@ -49,6 +49,7 @@ def _add_builtin_commands() -> None:
         config.config,
         agent.agent,
         oauth.oauth,
+        key.key,
         connect.connect,
         backup.backup,
         restore.restore,

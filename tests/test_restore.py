@@ -35,6 +35,17 @@ def everything_in(server) -> dict:
     return {"memories": memories, "mail": mail, "agents": server.call_tool("amq_agents", {}, agent="kite")}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def home_key(tmp_path_factory):
+    """Every home of this module gets one key, as a systemd credential: backups are sealed, and a restore needs the
+    key of the backup (tests below take it away)."""
+    credentials = tmp_path_factory.mktemp("credentials")
+    (credentials / "persmem.key").write_bytes(bytes(range(32)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
+        yield credentials / "persmem.key"
+
+
 @pytest.fixture(scope="module")
 def original_backup(tmp_path_factory):
     """Home A with memories (one updated twice), mail both ways (one read), three agents and a workspace file;
@@ -106,6 +117,34 @@ def test_a_restored_home_serves_the_same_memories_versions_mail_agents_and_token
     assert (home_b / "persmem.toml").read_text() == (tmp_path / "a-persmem.toml").read_text()
     assert (home_b / "workspace" / "notes.txt").read_text() == "a file the AI wrote in the workspace"
     assert os.access(home_b / "workspace" / "run.sh", os.X_OK)
+
+
+def test_a_sealed_backup_needs_its_key_and_the_key_can_be_imported_first(tmp_path, backed_up, home_key,
+                                                                        monkeypatch):
+    """The backup holds no key: without it the restore is refused, naming the key and how to bring it, and writes
+    nothing; `persmem key import` of the exported key into the fresh home, then the restore works."""
+    dest, held, _ = backed_up
+    assert json.loads((dest / "MANIFEST.json").read_text())["encryption"]["key_ids"]
+    assert not any(bytes(range(32)).hex().encode() in p.read_bytes() or bytes(range(32)) in p.read_bytes()
+                   for p in dest.rglob("*") if p.is_file())
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY")
+    home_b = tmp_path / "b"
+    result = persmem(clean_env(home_b), "restore", str(dest))
+    assert result.returncode == 1 and "this backup is sealed under key" in result.stderr
+    assert "persmem key import" in result.stderr and not home_b.exists()
+    key_hex = tmp_path / "exported.key"
+    key_hex.write_text(bytes(range(32)).hex() + "\n")
+    assert persmem(clean_env(home_b), "key", "import", str(key_hex)).returncode == 0
+    assert os.stat(home_b / "persmem.key").st_mode & 0o777 == 0o600
+    result = persmem(clean_env(home_b), "restore", str(dest))
+    assert result.returncode == 0, result.stderr
+    server = start_server(home_b)
+    server.tokens = backed_up[2]
+    try:
+        assert server.call_tool("memory_get", {"memory_id": "kite-pref"}, agent="kite")["content"] == \
+            "kite likes short answers"
+    finally:
+        server.stop()
 
 
 def test_restored_files_are_private(tmp_path, backed_up):

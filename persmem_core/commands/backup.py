@@ -150,6 +150,7 @@ def workspace_parts(host) -> tuple[list[str], list[str]]:
 def _backup(dest: Path) -> None:
     from persmem_core import __version__
     from persmem_core.commands import get_host
+    from persmem_core import keys
     from persmem_core.fileio import fsync_dir
 
     host = get_host()
@@ -161,6 +162,7 @@ def _backup(dest: Path) -> None:
         shutil.rmtree(partial)
     partial.mkdir(parents=True)
     try:
+        sealed_under = keys.read_marker(host.home).key_ids  # before any data is copied: a superset of what is
         done, inside, outside = _write(host, partial, dest)
         manifest = {
             "format": MANIFEST_FORMAT,
@@ -173,6 +175,7 @@ def _backup(dest: Path) -> None:
                      "agents": (partial / CORE / "agents.json").exists(),
                      "oauth": (partial / CORE / "oauth.json").exists()},
             "workspace": {"included": inside, "not_included": outside},
+            "encryption": {"key_ids": sealed_under},  # the keys `persmem restore` needs (never the keys themselves)
         }
         make_private(partial)
         manifest["files"] = list_files(partial)
@@ -185,6 +188,9 @@ def _backup(dest: Path) -> None:
     click.echo(f"backup written to {dest} ({', '.join(done) or 'config and agents only'})")
     if inside:
         click.echo(f"workspace included: {', '.join(inside)} (inside the persmem home)")
+    if sealed_under:
+        click.echo(f"sealed under key {', '.join(sealed_under)}: the backup holds no key, so keep a copy of it apart "
+                   "from the backup (`persmem key export`); `persmem restore` needs it.")
     if outside:
         click.echo(f"not backed up: workspace roots outside the persmem home ({', '.join(outside)}); they are your "
                    "own project folders: back them up with your usual tools.")

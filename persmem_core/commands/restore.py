@@ -2,8 +2,9 @@
 
 Checked before anything is written: SRC is a finished backup (MANIFEST.json, written last, is there) whose
 files are all present and unchanged (size and SHA-256 as the manifest lists them); every plugin with data in
-it is installed here and can restore; the home is empty (restore never merges into, or overwrites, a store:
-a server serving the home has made files there, so it is refused too); nothing it would copy is a link (the
+it is installed here and can restore; the key its sealed data needs is on hand (the manifest names the key
+ids; the key itself is never in a backup); the home is empty but for that key (restore never merges into, or
+overwrites, a store: a server serving the home has made files there, so it is refused too); nothing it would copy is a link (the
 manifest has no signature: an edited backup must not reach outside itself or the home). Then the config, the
 agent registry (credential hashes: the old tokens keep working) and the OAuth registry (grants, clients, the
 operator passphrase: hashes too) are written, the workspace that was inside the home is copied back, and each
@@ -24,9 +25,11 @@ import click
 from persmem_core.commands.backup import (
     CORE, HOME_COPY, MANIFEST, copy_tree_private, list_files, private_umask, read_manifest,
 )
+from persmem_core import keys
 from persmem_core.errors import UserError
 
 FRESH_HOME_FIX = "move it aside, or set PERSMEM_HOME to a new folder"
+KEY_FILES = (keys.KEY_NAME, keys.KEY_NAME + keys.NEXT_SUFFIX)  # a fresh home may hold its key, imported for the restore
 
 
 @click.command()
@@ -142,7 +145,7 @@ def check_fresh(home: Path, config_path: Path, src: Path) -> None:
     if home.exists():
         if not home.is_dir():
             raise UserError(f"{home} (the persmem home) is not a folder; {FRESH_HOME_FIX}.")
-        held = sorted(os.listdir(home))
+        held = sorted(name for name in os.listdir(home) if name not in KEY_FILES)
         if held:
             shown = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
             raise UserError(f"{home} already holds data ({shown}); persmem restores only into an empty home, never "
@@ -152,6 +155,29 @@ def check_fresh(home: Path, config_path: Path, src: Path) -> None:
         if not backup_config.exists() or config_path.read_bytes() != backup_config.read_bytes():
             raise UserError(f"the config file {config_path} (PERSMEM_CONFIG) exists and is not the backup's; move "
                             "it aside (or unset PERSMEM_CONFIG) so the backup's config can be restored.")
+
+
+def check_keys(restored_host, manifest: dict) -> list[str]:
+    """The keys the backup's data is sealed under, once each is known to be on hand here."""
+    needed = (manifest.get("encryption") or {}).get("key_ids") or []
+    if not isinstance(needed, list) or not all(isinstance(k, str) and len(k) == 16 for k in needed):
+        raise UserError(f"the backup's {MANIFEST} names its keys wrongly: it is damaged or was edited.")
+    if not needed:
+        return []
+    home, config, environ = restored_host.home, restored_host.section("encryption"), restored_host.environ
+    loaded = keys.find_key(home, config, environ)
+    upcoming = keys.read_next_key(home, config) if loaded is not None and loaded.source == "file" else None
+    on_hand = {loaded.key_id} if loaded else set()
+    if upcoming is not None:
+        on_hand.add(keys.key_id(upcoming))
+    missing = [k for k in needed if k not in on_hand]
+    if missing:
+        found = f"the key loaded ({loaded.key_id}, from {loaded.where}) is another one" if loaded else \
+            f"no key was found ({keys.sources_tried(home, config, environ)})"
+        raise UserError(f"this backup is sealed under key {', '.join(missing)} and {found}. Put that key in place "
+                        "first (`persmem key import FILE`, with the key `persmem key export` printed, or "
+                        "PERSMEM_KEY), then run persmem restore again; nothing was written.")
+    return needed
 
 
 def check_plugins(restored_host, src: Path, manifest: dict) -> list[str]:
@@ -190,11 +216,14 @@ def _restore(host, src: Path) -> None:
         raise UserError(f"the backup's config does not validate with the plugins installed here: {exc}") from None
     plugins = check_plugins(restored_host, src, manifest)
     workspace = workspace_folders(src, manifest)
+    sealed_under = check_keys(restored_host, manifest)
 
     home_existed = home.exists()
     wrote_config = False
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if sealed_under:  # first: from here on this home's data needs those keys (persmem_core/keys.py)
+            keys.write_marker(home, sealed_under)
         if backup_config.exists():
             wrote_config = not config_path.exists()
             if wrote_config:
@@ -238,11 +267,13 @@ def _undo(home: Path, home_existed: bool, written_config: Path | None) -> None:
     """Back to an empty home (it was empty when the restore began: everything in it is ours)."""
     if home.is_dir():
         for child in home.iterdir():
+            if child.name in KEY_FILES:
+                continue  # the key was put there before the restore (`persmem key import`), for it
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child, ignore_errors=True)
             else:
                 child.unlink(missing_ok=True)
-        if not home_existed:
+        if not home_existed and not any(home.iterdir()):
             home.rmdir()
     if written_config is not None:
         written_config.unlink(missing_ok=True)
