@@ -1,5 +1,6 @@
 """The sessions plugin's hooks: config, its own hookspecs, tools, the /sessions endpoints the client hooks call,
-the dashboard panel, `persmem hooks` and `persmem sessions`, lifecycle, backup and restore. The sessions of this
+the dashboard panel, `persmem hooks` and `persmem sessions`, lifecycle, backup, restore and reseal (encryption at
+rest: `persmem key migrate|rotate`). The sessions of this
 host are the service (service.py), kept in `host.state` from startup to shutdown."""
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def backup(host, dest):
     from .backup import backup_sessions
     from .service import data_folder
 
-    backup_sessions(data_folder(host), dest)
+    backup_sessions(data_folder(host), dest)  # as stored: no key needed
 
 
 @hookimpl
@@ -81,4 +82,13 @@ def restore(host, src):
     from .backup import restore_sessions
     from .service import data_folder
 
-    restore_sessions(data_folder(host), src)
+    restore_sessions(data_folder(host), src, host.sealer)
+
+
+@hookimpl
+def reseal(host, sealer, progress, dry_run):
+    """Every archive and metadata file rewritten (atomically) to the state new writes have; see reseal.py."""
+    from .reseal import reseal_sessions
+    from .service import data_folder
+
+    return reseal_sessions(data_folder(host), sealer, progress, dry_run)

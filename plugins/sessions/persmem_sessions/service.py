@@ -3,7 +3,8 @@
 - `open_service(host)` opens it at startup (the `startup` hook puts it in `host.state`); `service(host)` is
   how tools and routes get it (NotReady before startup or after shutdown); `close()` stops the worker.
 - Capture: the client hooks send a transcript's new lines (`capture`); they are redacted (redact.py), then
-  archived durably (archive.py) before the answer, and the session is queued for indexing.
+  archived durably (archive.py; sealed with the home's key when [encryption] is on) before the answer, and the
+  session is queued for indexing.
 - Indexing: a background thread hands the new turns to the `index_session_turns` hook (the memory plugin
   answers it) and records how far it got in the session's metadata (`indexed_lines`), so after a restart it
   resumes from the archive. Without any plugin answering the hook, nothing is indexed and nothing is lost:
@@ -81,6 +82,7 @@ class SessionsService:
     def __init__(self, host, folder: Path):
         self.host, self.folder = host, folder
         self.config = host.section("sessions")
+        self.sealer = host.sealer  # archives and metadata are sealed at rest when [encryption] is on
         self._metas: dict[tuple[str, str, str], tuple[Path, SessionMeta]] = {}  # (agent, client, id)
         self._locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -95,7 +97,7 @@ class SessionsService:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> SessionsService:
-        for base, meta in archive.scan(self.folder):
+        for base, meta in archive.scan(self.folder, self.sealer, repair=True):
             key = (meta.agent, meta.client, meta.session_id)
             self._metas[key] = (base, meta)
             if meta.indexed_lines < meta.lines:
@@ -150,7 +152,7 @@ class SessionsService:
                 meta.captures += 1
                 if cwd and not meta.cwd:
                     meta.cwd = cwd
-                archive.append_lines(base, meta, cleaned)
+                archive.append_lines(base, meta, cleaned, self.sealer)
                 self._metas[key] = (base, meta)
                 self._queue(key)
         return {"archived": len(cleaned), "total_lines": meta.lines, "redactions": found, "project": meta.project}
@@ -250,7 +252,7 @@ class SessionsService:
                 meta.indexed_turns
             snapshot = archive.SessionMeta(**{f: getattr(meta, f) for f in meta.__struct_fields__})
         turns = []
-        for line in archive.read_lines(base, snapshot, start, end):
+        for line in archive.read_lines(base, snapshot, self.sealer, start, end):
             for turn in line_turns(meta.client, line, self.config.tool_output_chars):
                 turns.append(turn | {"session_id": meta.session_id, "client": meta.client,
                                      "index": first_turn + len(turns), "cwd": meta.cwd, "project": meta.project})
@@ -259,7 +261,7 @@ class SessionsService:
         with self._session_lock(key):
             base, stored = self._metas[key]
             meta = msgspec.structs.replace(stored, indexed_lines=end, indexed_turns=first_turn + len(turns))
-            archive.write_meta(base, meta)  # the mark moves in memory only once it is on disk
+            archive.write_meta(base, meta, self.sealer)  # the mark moves in memory only once it is on disk
             self._metas[key] = (base, meta)
             return meta.indexed_lines >= meta.lines
 
@@ -291,7 +293,7 @@ class SessionsService:
         base, meta = self.find(agent, session_id, client)
         turns: list[dict] = []
         index = 0
-        for line in archive.read_lines(base, meta):
+        for line in archive.read_lines(base, meta, self.sealer):
             for turn in line_turns(meta.client, line, self.config.tool_output_chars):
                 if index >= offset:
                     turns.append(turn | {"index": index})

@@ -5,11 +5,11 @@ run imported first."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import httpx2
+import msgspec
 
 from persmem_core.ownership import socket_path
 from persmem_core.testing import clean_env, start_server
@@ -54,11 +54,35 @@ def capture(http: httpx2.Client, lines: list[str], session_id: str = CLAUDE_SESS
                                                 "first_line": first_line, "lines": lines, "event": "Stop"})
 
 
+def home_sealer(home: Path):
+    """A Sealer with the home's key (the server made it at its first start), as `persmem` loads it; a plain one
+    when the home has no key."""
+    from persmem_core import keys
+    from persmem_core.settings import EncryptionConfig
+
+    return keys.load_sealer(home, EncryptionConfig(), clean_env(home), create=False)
+
+
+def session_metas(home: Path, agent: str) -> list[dict]:
+    """Every archived session's metadata of `agent`, read from disk (sealed or not)."""
+    from persmem_sessions import archive
+
+    sealer = home_sealer(home)
+    return [msgspec.to_builtins(archive.decode_meta(path, path.read_bytes(), sealer))
+            for path in (home / "sessions" / agent).glob("*/*.meta.json")]
+
+
 def archived(home: Path, agent: str, client: str, session_id: str) -> tuple[str, dict]:
-    """(the gunzipped archive, the metadata) of one session, wherever its project put it."""
+    """(the archive's text as the metadata counts it, the metadata) of one session, wherever its project put it;
+    read from disk in either format (plain gzip, or sealed under the home's key)."""
+    from persmem_sessions import archive
+
     [gz] = (home / "sessions" / agent).glob(f"*/{client}-{session_id}.jsonl.gz")
-    meta = json.loads(Path(str(gz)[: -len(".jsonl.gz")] + ".meta.json").read_text())
-    return gzip.decompress(gz.read_bytes()[: meta["archive_bytes"]]).decode(), meta
+    base = Path(str(gz)[: -len(".jsonl.gz")])
+    sealer = home_sealer(home)
+    meta = archive.load_meta(base, sealer)
+    text = b"".join(archive.raw_lines(base, meta, sealer)).decode()
+    return text, msgspec.to_builtins(meta)
 
 
 def serve(home: Path, agents=("kite", "wren"), memory: bool = False, record: Path | None = None, **env: str):

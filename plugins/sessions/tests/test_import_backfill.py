@@ -6,7 +6,6 @@ prints a traceback, and an import that cannot run without a server."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -18,6 +17,8 @@ import httpx2
 import pytest
 
 from persmem_core.testing import RunningServer, clean_env, free_port, start_server
+from sessions_testkit import archived as session_text
+from sessions_testkit import session_metas
 
 PERSMEM = Path(sys.executable).parent / "persmem"
 PLUGIN_SOURCE = Path(__file__).resolve().parents[1]
@@ -148,16 +149,13 @@ def run_import(env: dict, *args: str, timeout: float = 600) -> subprocess.Comple
 
 
 def archived(home: Path, agent: str) -> dict[str, dict]:
-    """Each archived session's metadata, by session id, read from the archive on disk."""
-    metas = {}
-    for path in (home / "sessions" / agent).glob("*/*.meta.json"):
-        meta = json.loads(path.read_text())
-        metas[meta["session_id"]] = meta
-    return metas
+    """Each archived session's metadata, by session id, read from the archive on disk (sealed or not)."""
+    return {meta["session_id"]: meta for meta in session_metas(home, agent)}
 
 
 def archive_text(home: Path, agent: str) -> str:
-    return "".join(gzip.decompress(p.read_bytes()).decode() for p in (home / "sessions" / agent).glob("*/*.jsonl.gz"))
+    return "".join(session_text(home, agent, meta["client"], meta["session_id"])[0]
+                   for meta in session_metas(home, agent))
 
 
 @pytest.fixture

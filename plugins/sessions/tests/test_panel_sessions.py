@@ -17,6 +17,7 @@ from persmem_core.testing import browser_page, chromium_browser, clean_env, star
 from persmem_core.testing import dashboard_login as login
 
 sys.path.insert(0, str(Path(__file__).parent))
+from sessions_testkit import session_metas  # noqa: E402
 from test_import_backfill import claude_transcript, codex_rollout, plugin_env  # noqa: E402
 
 PERSMEM = Path(sys.executable).parent / "persmem"
@@ -61,7 +62,7 @@ def server(tmp_path_factory):
 def wait_indexed(server, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        metas = [json.loads(p.read_text()) for p in (server.home / "sessions" / "kite").glob("*/*.meta.json")]
+        metas = session_metas(server.home, "kite")
         if metas and all(m["indexed_lines"] == m["lines"] for m in metas):
             return
         time.sleep(0.2)
