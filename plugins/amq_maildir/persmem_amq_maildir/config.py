@@ -33,6 +33,12 @@ class AmqConfig(ConfigSection):
     tmp_max_age_hours: Annotated[
         float, Meta(gt=0, description="Files left in tmp/ (interrupted deliveries) older than this are removed at startup.")
     ] = 36.0
+    encrypt: Annotated[
+        bool,
+        Meta(description="Seal each delivered message with the home's key (AES-256-GCM; needs [encryption] enabled). "
+                         "Off (the default): mail stays in persMEM's plain Maildir format, readable by persMEM and mail "
+                         "tools. Either way persmem reads both; `persmem key migrate` rewrites existing mail to match."),
+    ] = False
     poll_seconds: Annotated[
         float, Meta(gt=0, le=60, description="How often the event stream looks for mail written by other processes.")
     ] = 1.0

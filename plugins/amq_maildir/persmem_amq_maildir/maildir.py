@@ -12,6 +12,9 @@ for files that are not messages.
 - anything in `new/` or `cur/` that is not a readable message (symlink, FIFO, folder, oversized,
   unparseable) is moved to `quarantine/` and reported; it never breaks a listing.
 - `clean_tmp` removes interrupted deliveries older than the configured age (36 hours, as Maildir says).
+- a message file may be sealed (`[amq] encrypt`: persmem_core.sealing, purpose b"amq.message"); reading opens
+  either kind. A sealed file that does not open (its key is not on hand, or it was changed) is a SealingError
+  naming the file and the fix, never a malformed file to quarantine: moving it aside would hide a wrong key.
 """
 
 from __future__ import annotations
@@ -22,16 +25,19 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from persmem_core.fileio import fsync_dir
+from persmem_core.sealing import Sealer, SealingError, is_sealed
 
 from .message import SUFFIX, MalformedMessage, Message, decode
 
 log = logging.getLogger("persmem.amq")
 
 SUBDIRS = ("tmp", "new", "cur")
+PURPOSE = b"amq.message"  # what a sealed message file is sealed as
 
 
 class DeliveryError(OSError):
@@ -66,10 +72,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class Mailbox:
-    """The inbox of one agent. Thread-safe; several processes may share the folder."""
+    """The inbox of one agent. Thread-safe; several processes may share the folder. `sealer` gives the Sealer
+    that opens sealed message files (asked only when one is met); None: a sealed file can not be opened."""
 
-    def __init__(self, folder: Path, max_file_bytes: int):
+    def __init__(self, folder: Path, max_file_bytes: int, sealer: Callable[[], Sealer] | None = None):
         self.folder = folder
+        self._sealer = sealer
         self.inbox = folder / "inbox"
         self.quarantine_dir = folder / "quarantine"
         self.max_file_bytes = max_file_bytes
@@ -166,10 +174,18 @@ class Mailbox:
                 data += more
         finally:
             os.close(fd)
-        message = decode(data)
+        message = decode(self.open_sealed(path, data) if is_sealed(data) else data)
         with self._lock:
             self._cache[(folder, name)] = (key, message)
         return message
+
+    def open_sealed(self, path: Path, data: bytes) -> bytes:
+        """The plaintext of a sealed message file; SealingError naming `path` when it does not open."""
+        sealer = self._sealer() if self._sealer is not None else Sealer.plain()
+        try:
+            return sealer.open(data, PURPOSE)
+        except SealingError as exc:
+            raise SealingError(f"the sealed message {path}: {exc}") from exc
 
     def scan(self, folders=("new", "cur")) -> tuple[list[Entry], list[Quarantined]]:
         """Every message in `folders`; malformed files are quarantined and returned as the second list.

@@ -1,5 +1,5 @@
 """The AMQ plugin's hooks: config, tools, the /amq HTTP endpoint, CLI, lifecycle, doctor, backup and restore,
-the answers to the memory plugin's `inbox_summary` and the sessions plugin's `briefing_sections` (hooks, not
+reseal (`persmem key migrate|rotate`), the answers to the memory plugin's `inbox_summary` and the sessions plugin's `briefing_sections` (hooks, not
 imports). The mail store itself is the service (service.py), kept in `host.state` from startup to shutdown."""
 
 from __future__ import annotations
@@ -95,6 +95,9 @@ def doctor(host):
     boxes = store.on_disk()
     checks = [pass_("amq mail root", f"{root}: {len(boxes)} mailbox(es), "
                     f"{sum(store.box(b).unread_count() for b in boxes)} unread")]
+    if host.section("amq").encrypt and not host.section("encryption").enabled:
+        checks.append(warn("amq encryption", "[amq] encrypt is on but [encryption] enabled is off, so new mail is "
+                           "written plain; turn [encryption] on (then `persmem key migrate` seals existing mail)"))
     for name in boxes:
         bad = store.box(name).quarantined()
         if bad:
@@ -105,7 +108,8 @@ def doctor(host):
 
 @hookimpl
 def backup(host, dest):
-    """Copy every mailbox's delivered messages (new/ and cur/; tmp/ holds nothing acknowledged)."""
+    """Copy every mailbox's delivered messages (new/ and cur/; tmp/ holds nothing acknowledged), byte for byte:
+    sealed messages stay sealed (no key needed)."""
     from .backup import backup_mail
     from .service import mail_root
 
@@ -119,3 +123,13 @@ def restore(host, src):
     from .service import mail_root
 
     restore_mail(mail_root(host), src)
+
+
+@hookimpl
+def reseal(host, sealer, progress, dry_run):
+    """Every message file rewritten (atomically, in place) sealed when [amq] encrypt is on and [encryption]
+    enabled, else plain; see reseal.py. Runs with no server."""
+    from .reseal import reseal_mail
+    from .service import mail_root
+
+    return reseal_mail(mail_root(host), host.section("amq"), sealer, progress, dry_run)

@@ -25,7 +25,9 @@ def mail_root(host) -> Path:
 
 
 def open_service(host) -> MailStore:
-    return MailStore(mail_root(host), host.section("amq"), host.agents.names).open()
+    """The mail store on the host's mail root; sealed mail is opened (and, with [amq] encrypt, new mail sealed)
+    with the home's Sealer, loaded only when first needed."""
+    return MailStore(mail_root(host), host.section("amq"), host.agents.names, lambda: host.sealer).open()
 
 
 def service(host) -> MailStore:

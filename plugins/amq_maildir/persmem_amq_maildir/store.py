@@ -6,6 +6,8 @@ Rules:
   inboxes without claiming anything (a human operator, a supervisor agent);
 - the roster is: `[amq] agents` + the agents of `persmem agent add` + mailboxes already on disk.
   Mailboxes are created on first delivery.
+- with `[amq] encrypt` and the home's Sealer enabled, each delivered file is the message sealed as one blob
+  (maildir.PURPOSE); otherwise persMEM's plain format. Reading opens either (maildir.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from pathlib import Path
 
 from persmem_core import UserError
 from persmem_core.agents import NAME_RE
+from persmem_core.sealing import Sealer
 
 from .config import AmqConfig
-from .maildir import Entry, Mailbox, Quarantined
+from .maildir import PURPOSE, Entry, Mailbox, Quarantined
 from .message import ID_RE, KINDS, PRIORITIES, PRIORITY_RANK, SUFFIX, Header, encode, new_id, now_iso
 
 log = logging.getLogger("persmem.amq")
@@ -31,10 +34,15 @@ def normalize(name: str) -> str:
 
 
 class MailStore:
-    def __init__(self, root: Path, config: AmqConfig, registered_agents: Callable[[], Iterable[str]] = tuple):
+    """The mail root. `sealer` gives the home's Sealer (asked for only when a message is sealed or read sealed:
+    a command that lists mailboxes needs no key); None: plain Maildir only."""
+
+    def __init__(self, root: Path, config: AmqConfig, registered_agents: Callable[[], Iterable[str]] = tuple,
+                 sealer: Callable[[], Sealer] | None = None):
         self.root = root
         self.config = config
         self._registered = registered_agents
+        self._sealer = sealer
         self._boxes: dict[str, Mailbox] = {}
         self._lock = threading.Lock()
         self.changed = threading.Condition()
@@ -62,7 +70,7 @@ class MailStore:
         with self._lock:
             box = self._boxes.get(name)
             if box is None:
-                box = self._boxes[name] = Mailbox(self.root / name, self.config.max_file_bytes)
+                box = self._boxes[name] = Mailbox(self.root / name, self.config.max_file_bytes, self._sealer)
             return box
 
     def _known(self, name: str, role: str, caller: str) -> str:
@@ -121,11 +129,20 @@ class MailStore:
             result["thread"] = header.thread
         return result
 
+    def sealing(self) -> Sealer | None:
+        """The Sealer new message files are sealed with, or None when they are written plain."""
+        if not self.config.encrypt or self._sealer is None:
+            return None
+        sealer = self._sealer()
+        return sealer if sealer.enabled else None
+
     def _deliver(self, rcpt: str, header: Header, body: str) -> None:
         box = self.box(rcpt)
+        sealer = self.sealing()
         for _ in range(5):
+            data = encode(header, body)
             try:
-                box.deliver(header.id + SUFFIX, encode(header, body))
+                box.deliver(header.id + SUFFIX, sealer.seal(data, PURPOSE) if sealer else data)
                 return
             except FileExistsError:  # the same id twice in one microsecond: take another random part
                 header = _replace(header, id=new_id(header.sender))
