@@ -11,6 +11,7 @@ import pytest
 
 from sessions_testkit import (CLAUDE_SESSION, CODEX_SESSION, PLANTED, REDACTIONS, archived, capture, fixture_lines, serve,
                       socket_client)
+from persmem_core.testing import write_config
 from persmem_sessions.redact import redact, redact_line
 
 # (rule, text holding one secret, the secret) -- shapes as the providers issue them (values invented)
@@ -93,8 +94,12 @@ class TestEachRule:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """kite's two fixture sessions captured through a server with the memory plugin, and indexed."""
-    running = serve(tmp_path_factory.mktemp("redaction") / "home", memory=True)
+    """kite's two fixture sessions captured through a server with the memory plugin, and indexed. Encryption at
+    rest is off here, so a byte search of the memory plugin's files sees what redaction left in them (sealed, a
+    search would find nothing whatever was stored: test_encryption.py checks sealing)."""
+    home = tmp_path_factory.mktemp("redaction") / "home"
+    write_config(home, {"encryption": {"enabled": False}})
+    running = serve(home, memory=True)
     with socket_client(running.home, "kite") as http:
         for name, session, client in (("claude_session.jsonl", CLAUDE_SESSION, "claude"),
                                       ("codex_rollout.jsonl", CODEX_SESSION, "codex")):
