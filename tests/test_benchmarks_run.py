@@ -42,3 +42,13 @@ def test_amq_benchmark_quick_run_prints_its_table():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| send, in-process |" in result.stdout and "| amq_read through MCP HTTP |" in result.stdout
+
+
+def test_encryption_benchmark_quick_run_prints_its_table():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_encryption.py"), "--quick"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| measure | off | on | on/off |" in result.stdout
+    assert "| open: server restart to first search (s) |" in result.stdout and "| backup: " in result.stdout
