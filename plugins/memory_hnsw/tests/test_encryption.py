@@ -22,6 +22,8 @@ import pytest
 from persmem_core.host import Host
 from persmem_core.sealing import is_sealed
 from persmem_core.testing import RunningServer, clean_env, free_port, start_server, tool_result, write_config
+from persmem_memory_hnsw.collection import Collection, NewMemory
+from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.log import intact_frames
 
 AGENT = "kite"
@@ -77,7 +79,6 @@ def hashes(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
 
 def open_in_process(home: Path, env: dict):
     """The home's `memories` collection opened in this process with the home's Sealer (no server running)."""
-    from persmem_memory_hnsw.collection import Collection
     from persmem_memory_hnsw.service import make_embedder
 
     host = Host(environ=env)
@@ -284,3 +285,78 @@ def test_kill_9_during_encrypted_stores_loses_no_acknowledged_one(tmp_path):
     finally:
         server.stop()
     assert files_holding(home / "memory", ["gecko lantern"]) == {}
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+
+    return OnnxEmbedder(default_model_files()).load()
+
+
+def sealed_collection(folder: Path, embedder, sealer, n: int = 6) -> None:
+    """A collection of `n` memories (one frame each) written with `sealer`."""
+    col = Collection("memories", folder, embedder, MemoryConfig(), sealer).open()
+    for i in range(n):  # one append each: one frame each
+        col.store([NewMemory(content=f"sealed fact {i} about the ochre tapir", project="p", type="note", tags=[])],
+                  author="kite", dedup=False)
+    col.close()
+
+
+def test_a_sealed_frame_that_does_not_open_is_never_cut_and_nothing_is_written(tmp_path, embedder):
+    """A CRC-valid frame that fails to open (changed on disk with its CRC fixed, or no key) stops the open with a
+    SealingError naming the log; the log is not cut, no torn tail is kept aside, the index is not saved."""
+    import zlib
+
+    from persmem_core.keys import key_id
+    from persmem_core.sealing import Sealer, SealingError
+    from persmem_memory_hnsw.log import HEADER
+
+    key = os.urandom(32)
+    sealer = Sealer({key_id(key): key}, key_id(key), True)
+    folder = tmp_path / "memories"
+    sealed_collection(folder, embedder, sealer)
+    before = hashes(folder)
+
+    with pytest.raises(SealingError, match=r"records\.log: this data was sealed under key .* not on hand"):
+        Collection("memories", folder, embedder, MemoryConfig()).open()  # no key at all
+    other = os.urandom(32)
+    with pytest.raises(SealingError, match=r"records\.log: .*not on hand \(keys loaded: " + key_id(other)):
+        Collection("memories", folder, embedder, MemoryConfig(), Sealer({key_id(other): other}, key_id(other),
+                                                                         True)).open()
+    assert hashes(folder) == before
+
+    data = bytearray((folder / "records.log").read_bytes())
+    third = list(intact_frames(bytes(data)))[2]
+    data[third[0] + HEADER.size + 50] ^= 0x01  # inside the ciphertext of the third frame, CRC made right again
+    payload = bytes(data[third[0] + HEADER.size : third[1]])
+    HEADER.pack_into(data, third[0], len(payload), zlib.crc32(payload))
+    (folder / "records.log").write_bytes(bytes(data))
+    before = hashes(folder)
+    with pytest.raises(SealingError, match=r"records\.log: sealed data does not authenticate"):
+        Collection("memories", folder, embedder, MemoryConfig(), sealer).open()
+    assert hashes(folder) == before and not list(folder.glob("*.torn-*"))
+
+
+def test_backup_copies_sealed_frames_without_a_key(tmp_path, embedder):
+    """backup_memory needs no key: it copies the sealed frames up to the last intact one (a torn tail left out),
+    and the copy opens with the key."""
+    from persmem_core.keys import key_id
+    from persmem_core.sealing import Sealer
+    from persmem_memory_hnsw.backup import backup_memory
+
+    key = os.urandom(32)
+    sealer = Sealer({key_id(key): key}, key_id(key), True)
+    store_folder = tmp_path / "memory"
+    sealed_collection(store_folder / "memories", embedder, sealer)
+    log_bytes = (store_folder / "memories" / "records.log").read_bytes()
+    with open(store_folder / "memories" / "records.log", "ab") as f:
+        f.write(log_bytes[:30])  # a torn frame, as a kill mid-append leaves
+    dest = tmp_path / "backup"
+    dest.mkdir()
+    backup_memory(store_folder, dest)
+    assert (dest / "memories" / "records.log").read_bytes() == log_bytes
+    assert files_holding(dest, ["ochre tapir"]) == {}
+    col = Collection("memories", dest / "memories", embedder, MemoryConfig(), sealer).open()
+    assert len(col.memories) == 6
+    col.close()
