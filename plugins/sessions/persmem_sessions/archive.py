@@ -39,6 +39,7 @@ import msgspec
 
 from persmem_core import UserError
 from persmem_core.fileio import atomic_write_bytes, fsync_dir
+from persmem_core.sealing import HEADER_BYTES as BLOB_HEAD_BYTES  # a sealed blob's magic, kind and key id
 from persmem_core.sealing import SEALED_MAGIC, Sealer, SealingError
 
 ARCHIVE_SUFFIX = ".jsonl.gz"
@@ -257,6 +258,28 @@ def frames(path: Path, data: bytes, archive_id: str) -> Iterator[bytes]:
             raise ArchiveDamaged(f"{path} ends inside a frame at byte {position}: the archive was damaged.")
         yield data[position:position + length]
         position += length
+
+
+def frame_heads(base: Path, meta: SessionMeta) -> Iterator[bytes]:
+    """The first bytes of each frame's blob of a sealed archive (enough for `is_sealed` and `needs_reseal`), read
+    frame by frame without the rest: telling which key each capture is sealed under costs a seek per capture."""
+    path = archive_path(base)
+    with open(path, "rb") as f:
+        if f.read(HEADER_BYTES) != archive_header(meta.archive_id):
+            raise ArchiveDamaged(f"{path} does not start as its metadata says (a sealed archive with id "
+                                 f"{meta.archive_id}): the file was replaced or damaged; restore it from a backup.")
+        position = HEADER_BYTES
+        while position < meta.archive_bytes:
+            f.seek(position)
+            head = f.read(FRAME_HEAD.size + BLOB_HEAD_BYTES)
+            if len(head) < FRAME_HEAD.size:
+                raise ArchiveDamaged(f"{path} ends inside a frame header at byte {position}: the archive was damaged.")
+            (length,) = FRAME_HEAD.unpack_from(head)
+            position += FRAME_HEAD.size + length
+            if position > meta.archive_bytes:
+                raise ArchiveDamaged(f"{path} has a frame running past the length its metadata records: the archive "
+                                     "was damaged.")
+            yield head[FRAME_HEAD.size:FRAME_HEAD.size + length]
 
 
 def _raw_lines(base: Path, meta: SessionMeta, sealer: Sealer) -> Iterator[bytes]:

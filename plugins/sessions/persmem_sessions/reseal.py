@@ -53,11 +53,11 @@ def archive_state(base: Path, meta: SessionMeta, sealer: Sealer) -> tuple[bool, 
         return False, False
     if not meta.archive_id:
         return sealer.enabled, True
-    blobs = list(archive.frames(archive.archive_path(base), archive.stored_bytes(base, meta), meta.archive_id))
-    plain = any(not is_sealed(blob) for blob in blobs)
+    heads = list(archive.frame_heads(base, meta))
+    plain = any(not is_sealed(head) for head in heads)
     if not sealer.enabled:
         return True, plain
-    return any(sealer.needs_reseal(blob) for blob in blobs), plain
+    return any(sealer.needs_reseal(head) for head in heads), plain
 
 
 def reseal_session(base: Path, sealer: Sealer, dry_run: bool, report: ResealReport) -> None:

@@ -96,7 +96,7 @@ class TestEachRule:
 def server(tmp_path_factory):
     """kite's two fixture sessions captured through a server with the memory plugin, and indexed. Encryption at
     rest is off here, so a byte search of the memory plugin's files sees what redaction left in them (sealed, a
-    search would find nothing whatever was stored: test_encryption.py checks sealing)."""
+    search would find nothing whatever was stored: test_sessions_encryption.py checks sealing)."""
     home = tmp_path_factory.mktemp("redaction") / "home"
     write_config(home, {"encryption": {"enabled": False}})
     running = serve(home, memory=True)

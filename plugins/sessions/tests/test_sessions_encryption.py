@@ -246,6 +246,7 @@ def test_kill_9_during_a_capture_loop_loses_no_acknowledged_capture(tmp_path):
         finally:
             running.stop()
     assert acknowledged > 10
+    print(f"capture kill -9 loop: {acknowledged} captures acknowledged over 3 kills")
     final = restart(home, tokens)
     try:
         last = final.call_tool("session_read", {"session_id": "kill-loop", "offset": acknowledged - 1, "limit": 1},
@@ -291,6 +292,7 @@ def test_kill_9_during_reseal_rotation_and_migration_leaves_every_session_readab
             lines = [line.decode().rstrip("\n") for line in archive.raw_lines(base, meta, both)]
             assert lines == sessions[meta.session_id], f"after kill {kills}: {base}"
     assert kills >= 5 and passes >= 1
+    print(f"reseal kill -9 sweep: {kills} kills, {passes} whole passes finished between them")
     # end sealed under key A (the home's key) and read it through a server
     reseal_sessions(home / "sessions", Sealer({key_id(key_a): key_a, key_id(key_b): key_b}, key_id(key_a), True),
                     lambda *_: None, False)
