@@ -219,6 +219,7 @@ class Host:
             raise UserError(f"plugin {plugin!r} failed to start ({type(exc).__name__}: {exc}), so the server does not "
                             f"start. Fix what it names, or disable the plugin: [plugins] disabled = [\"{plugin}\"] "
                             f"or PERSMEM_DISABLE_PLUGINS={plugin}.") from exc
+        keys.record_key_in_use(self.home, self.sealer)  # from now on this home's data needs this key
         self._running = True
 
     def shutdown(self) -> None:

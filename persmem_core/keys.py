@@ -186,8 +186,8 @@ def sources_tried(home: Path, config, environ) -> str:
 def load_sealer(home: Path, config, environ, *, create: bool) -> Sealer:
     """The home's Sealer, after checking that every key its data needs is on hand.
 
-    With `create`, a home with encryption enabled and no key anywhere gets a new key file (only when
-    encryption.json names no key: data sealed under a lost key is never followed by a fresh key). Raises
+    With `create`, a home with encryption enabled and no key anywhere gets a new key file, recorded in
+    encryption.json (only when it names no key: data sealed under a lost key is never followed by a fresh key). Raises
     SealingError (a UserError) naming the missing or wrong key, having written nothing."""
     home = Path(home)
     marker = read_marker(home)
@@ -205,6 +205,7 @@ def load_sealer(home: Path, config, environ, *, create: bool) -> Sealer:
         write_key_file(path, new_key())  # False: another process made one first; read that one
         loaded = find_key(home, config, environ)
         assert loaded is not None
+        write_marker(home, [*marker.key_ids, loaded.key_id])
     keys = {loaded.key_id: loaded.key}
     upcoming = read_next_key(home, config) if loaded.source == "file" else None
     if upcoming is not None:
@@ -215,7 +216,14 @@ def load_sealer(home: Path, config, environ, *, create: bool) -> Sealer:
             f"the key loaded from {loaded.where} (id {loaded.key_id}) is not the key the data in {home} is sealed "
             f"under (id {', '.join(missing)}). Load the right key (the key file, PERSMEM_KEY or the credential "
             "persmem.key); nothing was opened or written.")
-    if config.enabled and loaded.key_id not in marker.key_ids and create:
-        write_marker(home, [*marker.key_ids, loaded.key_id])
     return Sealer(keys, loaded.key_id, config.enabled)
+
+
+def record_key_in_use(home: Path, sealer: Sealer) -> None:
+    """Add the key new writes are sealed under to encryption.json, once the plugins opened the data with it
+    (Host.startup): a key from PERSMEM_KEY or a credential on a new home, or encryption switched back on. Not
+    before: data from a home without encryption.json may be sealed under another key, which the plugins refuse,
+    and the right key must still be accepted afterwards."""
+    if sealer.enabled and sealer.key_id not in read_marker(home).key_ids:
+        write_marker(home, [*read_marker(home).key_ids, sealer.key_id])
 

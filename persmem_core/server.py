@@ -238,6 +238,7 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
 
     server_cfg = host.config.server
     check_bind_allowed(host, bind_host)
+    host.sealer  # a missing or wrong key stops here, before this process takes the home (and writes its pid)
     lock = OwnerLock(host.home)
     take_home(host, lock)  # this process owns the home from here on (or a clear line says who does)
     try:

@@ -82,6 +82,7 @@ def test_env_and_credential_keys_come_first_and_a_wrong_one_is_refused_before_an
     (credentials / "persmem.key").write_text(KEY.hex() + "\n")
     sealer = sealer_of(home, CREDENTIALS_DIRECTORY=str(credentials))
     assert sealer.key_id == keys.key_id(KEY) and not (home / "persmem.key").exists()
+    keys.record_key_in_use(home, sealer)  # as Host.startup does once the plugins opened the data with it
     assert sealer_of(home, PERSMEM_KEY=KEY.hex()).key_id == sealer.key_id
     before = sorted(os.listdir(home))
     with pytest.raises(SealingError, match=f"not the key the data in .* is sealed under \\(id {sealer.key_id}\\)"):
