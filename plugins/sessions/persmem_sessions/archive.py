@@ -27,6 +27,7 @@ Folders are 0700 and files 0600 from creation: a transcript is as private as wha
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -131,14 +132,23 @@ def write_meta(base: Path, meta: SessionMeta, sealer: Sealer) -> None:
 
 # -- the archive's format ----------------------------------------------------------------------------------------
 
+def open_archive(path: Path):
+    """The archive file opened for reading, never through a link planted in its place (OSError ELOOP)."""
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
+
+
 def file_id(path: Path) -> str | None:
     """The format of the archive at `path` by its first bytes: "" plain gzip, the id of a sealed archive, or None
     (missing, empty, or neither)."""
     try:
-        with open(path, "rb") as f:
+        with open_archive(path) as f:
             head = f.read(HEADER_BYTES)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link planted in its place: never followed (readers refuse it too)
+            return None
+        raise
     if head.startswith(GZIP_MAGIC):
         return ""
     if head.startswith(ARCHIVE_MAGIC) and len(head) == HEADER_BYTES:
@@ -235,7 +245,7 @@ def write_archive(path: Path, blocks: Iterable[bytes], sealer: Sealer, sealed: b
 def stored_bytes(base: Path, meta: SessionMeta) -> bytes:
     """The archive as its metadata counts it (the first `archive_bytes` bytes), as stored."""
     path = archive_path(base)
-    with open(path, "rb") as f:
+    with open_archive(path) as f:
         data = f.read(meta.archive_bytes)
     if len(data) < meta.archive_bytes:
         raise ArchiveDamaged(f"{path} is shorter than its metadata says ({len(data)} of {meta.archive_bytes} "
@@ -264,7 +274,7 @@ def frame_heads(base: Path, meta: SessionMeta) -> Iterator[bytes]:
     """The first bytes of each frame's blob of a sealed archive (enough for `is_sealed` and `needs_reseal`), read
     frame by frame without the rest: telling which key each capture is sealed under costs a seek per capture."""
     path = archive_path(base)
-    with open(path, "rb") as f:
+    with open_archive(path) as f:
         if f.read(HEADER_BYTES) != archive_header(meta.archive_id):
             raise ArchiveDamaged(f"{path} does not start as its metadata says (a sealed archive with id "
                                  f"{meta.archive_id}): the file was replaced or damaged; restore it from a backup.")
