@@ -10,8 +10,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 from pathlib import Path
+
+TEMP_NAME = re.compile(r"\.persmem-[0-9a-f]{12}\.tmp")  # what atomic_write_at names its temp file
 
 
 def fsync_dir(path: Path) -> None:
@@ -62,3 +65,19 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def remove_leftover_temps(root: Path, skip: list[Path]) -> int:
+    """Delete the temp files of atomic writes that were killed before their rename, under `root` but not under
+    `skip`; returns how many. They may hold what was being written (plaintext, before a home was sealed). Only
+    safe while no process writes under `root` (the owner lock held)."""
+    skipped = {os.path.realpath(path) for path in skip}
+    removed = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(folder, d)) not in skipped]
+        for name in files:
+            if TEMP_NAME.fullmatch(name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(folder, name))
+                    removed += 1
+    return removed

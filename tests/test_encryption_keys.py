@@ -167,3 +167,16 @@ def test_doctor_reports_the_state_and_a_key_file_others_can_read(tmp_path):
     os.chmod(tmp_path / "persmem.key", 0o600)
     out = persmem(tmp_path, "doctor", PERSMEM_ENCRYPTION__ENABLED="false").stdout
     assert b"WARN  encryption: off" in out
+
+
+def test_migrate_removes_what_killed_atomic_writes_left_but_not_in_the_workspace(tmp_path):
+    """A temp file of an atomic write killed before its rename may hold plaintext from before the home was sealed."""
+    (tmp_path / "sessions" / "kite").mkdir(parents=True)
+    (tmp_path / "workspace").mkdir()
+    leftover = tmp_path / "sessions" / "kite" / ".persmem-0123456789ab.tmp"
+    leftover.write_text('{"title": "the plaintext of a killed write"}')
+    users = tmp_path / "workspace" / ".persmem-0123456789ab.tmp"
+    users.write_text("the user's own file")
+    result = persmem(tmp_path, "key", "migrate")
+    assert result.returncode == 0 and b"removed 1 temp file(s)" in result.stderr
+    assert not leftover.exists() and users.exists()

@@ -82,6 +82,16 @@ def _reseal(host, sealer, *, dry_run: bool) -> list:
     return reports
 
 
+def _remove_leftover_temps(host) -> None:
+    """Temp files of atomic writes killed before their rename (persmem_core.fileio) may hold what was written in
+    plaintext before; none is needed once every plugin resealed its files. The workspace is the user's: left alone."""
+    from persmem_core.fileio import remove_leftover_temps
+
+    removed = remove_leftover_temps(host.home, host.workspace_roots())
+    if removed:
+        click.echo(f"  removed {removed} temp file(s) that interrupted writes left behind", err=True)
+
+
 def count_unsealed(host, sealer) -> int:
     """Files not as new writes make them (plaintext while encryption is on), counted by the plugins' `reseal`
     dry runs; 0 when a server is running (counting then would race its writes: `persmem key status` says so)."""
@@ -209,6 +219,7 @@ def migrate() -> None:
         else:
             click.echo("[encryption] enabled = false: opening every sealed file back to plaintext", err=True)
         reports = _reseal(host, sealer, dry_run=False)
+        _remove_leftover_temps(host)
         keys.write_marker(host.home, [sealer.key_id] if sealer.enabled else [])
     click.echo(f"migrated: {_summary(reports, 'rewritten')}.")
 
@@ -249,6 +260,7 @@ def rotate() -> None:
         click.echo(f"sealing every file under the new key {new_id} (old key {loaded.key_id})", err=True)
         sealer = Sealer({loaded.key_id: loaded.key, new_id: upcoming}, new_id, True)
         reports = _reseal(host, sealer, dry_run=False)
+        _remove_leftover_temps(host)
         keys.write_key_file(keys.key_file_path(host.home, config), upcoming, replace=True)
         upcoming_path.unlink()
         fsync_dir(upcoming_path.parent)
