@@ -219,6 +219,17 @@ def load_sealer(home: Path, config, environ, *, create: bool) -> Sealer:
     return Sealer(keys, loaded.key_id, config.enabled)
 
 
+def sealer_to_count_with(home: Path, config, environ) -> Sealer:
+    """The Sealer whose `needs_reseal` tells which files a migrate would rewrite, without making a key: before the
+    first start of a home switched to encryption, a throwaway key stands in for the one that start will make (only
+    ever used to count, never to write)."""
+    sealer = load_sealer(home, config, environ, create=False)
+    if config.enabled and not sealer.enabled:
+        stand_in = new_key()
+        return Sealer({key_id(stand_in): stand_in}, key_id(stand_in), True)
+    return sealer
+
+
 def record_key_in_use(home: Path, sealer: Sealer) -> None:
     """Add the key new writes are sealed under to encryption.json, once the plugins opened the data with it
     (Host.startup): a key from PERSMEM_KEY or a credential on a new home, or encryption switched back on. Not

@@ -79,6 +79,7 @@ class Sealer:
         self.known_ids = sorted(keys)
         self._ciphers = {bytes.fromhex(kid): AESGCM(key) for kid, key in keys.items()}
         self._current = bytes.fromhex(current) if enabled else b""
+        self._aads: dict[tuple[bytes, bytes], bytes] = {}
 
     @classmethod
     def plain(cls) -> Sealer:
@@ -91,26 +92,35 @@ class Sealer:
         if not self.enabled:
             return bytes(data)
         nonce = os.urandom(NONCE_BYTES)
-        header = SEALED_MAGIC + BLOB + self._current
-        return header + nonce + self._ciphers[self._current].encrypt(nonce, bytes(data), header + purpose)
+        aad = self._aad(self._current, purpose)
+        return aad[:HEADER_BYTES] + nonce + self._ciphers[self._current].encrypt(nonce, data, aad)
 
     def open(self, data: bytes | memoryview, purpose: bytes) -> bytes:
         """The plaintext of a sealed blob; anything not sealed comes back unchanged. SealingError when the blob's
         key is not on hand or it fails authentication."""
-        if not is_sealed(data):
+        if data[: len(SEALED_MAGIC)] != SEALED_MAGIC:
             return bytes(data)
-        view = memoryview(data)
-        if len(view) < OVERHEAD or view[len(SEALED_MAGIC) : len(SEALED_MAGIC) + 1] != BLOB:
+        if len(data) < OVERHEAD or data[len(SEALED_MAGIC)] != BLOB[0]:
             raise SealingError("sealed data is cut short or not a sealed blob (the file was damaged or changed); "
                                "restore it from a backup.")
-        header = bytes(view[:HEADER_BYTES])
-        cipher = self._cipher_for(header)
-        nonce = view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES]
+        kid = bytes(data[len(SEALED_MAGIC) + 1 : HEADER_BYTES])
+        cipher = self._ciphers.get(kid)
+        if cipher is None:
+            raise SealingError(missing_key_message(kid.hex(), self.known_ids))
+        view = memoryview(data)  # slices below copy nothing
         try:
-            return cipher.decrypt(bytes(nonce), bytes(view[HEADER_BYTES + NONCE_BYTES :]), header + purpose)
+            return cipher.decrypt(view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES], view[HEADER_BYTES + NONCE_BYTES :],
+                                  self._aad(kid, purpose))
         except InvalidTag:
-            raise SealingError(f"sealed data does not authenticate under key {header[5:].hex()} (it was changed on "
+            raise SealingError(f"sealed data does not authenticate under key {kid.hex()} (it was changed on "
                                "disk, or written as something else); restore it from a backup.") from None
+
+    def _aad(self, kid: bytes, purpose: bytes) -> bytes:
+        """A blob's associated data: its header (magic, kind, key id) and its purpose; made once per pair."""
+        aad = self._aads.get((kid, purpose))
+        if aad is None:
+            aad = self._aads[(kid, purpose)] = SEALED_MAGIC + BLOB + kid + purpose
+        return aad
 
     def needs_reseal(self, data: bytes | memoryview) -> bool:
         """Whether `data` differs from what a write now produces: plaintext while enabled, sealed under another

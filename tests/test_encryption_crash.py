@@ -223,11 +223,6 @@ def test_kill_9_during_key_migrate_leaves_everything_readable_and_a_rerun_finish
     assert "killed" in outcomes, outcomes
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "persmem_core/commands/key.py `status`: before the first start of a plaintext home switched to encryption "
-    "(no key made yet), keys.load_sealer(create=False) returns Sealer.plain() (enabled False), so the reseal dry "
-    "runs count no file to rewrite and status says nothing of `persmem key migrate`; after one server start "
-    "(which makes the key) the same home counts 56 files"))
 def test_key_status_counts_the_plaintext_files_of_a_home_switched_to_encryption(plain_home, tmp_path):
     """Before the first start with encryption on (no key made yet) as after it, `persmem key status` says the
     plaintext files need `persmem key migrate`: an operator who switched encryption on must not read "all done"."""

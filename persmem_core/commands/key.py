@@ -146,8 +146,7 @@ def status() -> None:
         click.echo("files: not counted while a server is running (stop it to count them)" if lock else "files: none")
         return
     try:
-        sealer = keys.load_sealer(host.home, config, host.environ, create=False)
-        reports = _reseal(host, sealer, dry_run=True)
+        reports = _reseal(host, keys.sealer_to_count_with(host.home, config, host.environ), dry_run=True)
     finally:
         lock.release()
     for report in reports:
