@@ -173,31 +173,29 @@ class Sealer:
         if len(header) < HEADER_BYTES or header[len(SEALED_MAGIC) : len(SEALED_MAGIC) + 1] != STREAM:
             raise SealingError("a sealed file is cut short or not a sealed stream; restore it from a backup.")
         cipher = self._cipher_for(header)
-        number = 0
+        head_size = _SEGMENT_HEAD.size + NONCE_BYTES
+        number, head = 0, src.read(head_size)
         while True:
-            head = src.read(_SEGMENT_HEAD.size + NONCE_BYTES)
-            if len(head) < _SEGMENT_HEAD.size + NONCE_BYTES:
+            if len(head) < head_size:
                 raise SealingError("a sealed file ends before its last segment (it was cut short); the data it "
                                    "holds is incomplete.")
             (length,) = _SEGMENT_HEAD.unpack_from(head)
             if length > SEGMENT:
                 raise SealingError("a sealed file has a segment longer than any persmem writes (it was changed).")
             body = src.read(length + TAG_BYTES)
-            plain = None
-            for last in (False, True):
-                try:
-                    plain = cipher.decrypt(head[_SEGMENT_HEAD.size :], body,
-                                           header + purpose + struct.pack("<Q?", number, last))
-                    break
-                except InvalidTag:
-                    continue
-            if plain is None:
+            following = src.read(head_size)
+            last = not following  # a segment sealed as the last must end the file, and the file must end with one
+            try:
+                plain = cipher.decrypt(head[_SEGMENT_HEAD.size :], body,
+                                       header + purpose + struct.pack("<Q?", number, last))
+            except InvalidTag:
                 raise SealingError(f"segment {number} of a sealed file does not authenticate under key "
-                                   f"{header[5:].hex()} (the file was changed or cut); restore it from a backup.")
+                                   f"{header[5:].hex()} (the file was changed, cut or added to); restore it from a "
+                                   "backup.") from None
             dst.write(plain)
             if last:
                 return
-            number += 1
+            number, head = number + 1, following
 
 
 def missing_key_message(key_id: str, known: list[str]) -> str:

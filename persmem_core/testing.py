@@ -194,6 +194,16 @@ class RunningServer:
 
         return tool_result(anyio.run(call))
 
+    def call_tools(self, calls: list[tuple[str, dict[str, Any]]], *, agent: str | None = None) -> list[Any]:
+        """Several tool calls in one session, in order; each one's JSON result (raises on the first error)."""
+        import anyio
+
+        async def run():
+            async with self.client(agent) as client:
+                return [tool_result(await client.call_tool(name, arguments)) for name, arguments in calls]
+
+        return anyio.run(run)
+
     def list_tools(self, *, agent: str | None = None) -> list[Any]:
         import anyio
 

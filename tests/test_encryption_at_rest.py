@@ -27,7 +27,6 @@ import time
 import zlib
 from pathlib import Path
 
-import anyio
 import pytest
 
 from persmem_core.testing import clean_env, free_port, persmem_command, start_server, tool_result, write_config
@@ -121,11 +120,7 @@ def persmem(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess
 
 
 def calls(server, agent: str, batch: list[tuple[str, dict]]) -> list:
-    """Several tool calls in one MCP session; each result's JSON (raises on the first error)."""
-    async def run():
-        async with server.client(agent) as client:
-            return [tool_result(await client.call_tool(name, args)) for name, args in batch]
-    return anyio.run(run)
+    return server.call_tools(batch, agent=agent)
 
 
 def transcript_line(kind: str, text: str, second: int) -> str:

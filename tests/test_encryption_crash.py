@@ -35,10 +35,7 @@ def persmem(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess
 
 
 def calls(server, agent: str, batch: list[tuple[str, dict]]) -> list:
-    async def run():
-        async with server.client(agent) as client:
-            return [tool_result(await client.call_tool(name, args)) for name, args in batch]
-    return anyio.run(run)
+    return server.call_tools(batch, agent=agent)
 
 
 def transcript(session: int) -> list[str]:

@@ -57,8 +57,12 @@ def test_a_stream_round_trips_and_a_cut_or_reordered_one_is_refused(tmp_path):
     assert out.getvalue() == data
     segment = 4 + 12 + (1 << 20) + 16
     cut = sealed.getvalue()[: 13 + 2 * segment]  # the first two whole segments, without the last
+    with pytest.raises(SealingError, match="segment 1 of a sealed file does not authenticate"):
+        sealer.open_stream(io.BytesIO(cut), io.BytesIO(), b"memory.index")  # the second was not sealed as the last
     with pytest.raises(SealingError, match="before its last segment"):
-        sealer.open_stream(io.BytesIO(cut), io.BytesIO(), b"memory.index")
+        sealer.open_stream(io.BytesIO(sealed.getvalue()[: 13 + 2 * segment + 5]), io.BytesIO(), b"memory.index")
+    with pytest.raises(SealingError, match="segment 2 .* added to"):
+        sealer.open_stream(io.BytesIO(sealed.getvalue() + b"more"), io.BytesIO(), b"memory.index")
     raw = sealed.getvalue()
     swapped = raw[:13] + raw[13 + segment : 13 + 2 * segment] + raw[13 : 13 + segment] + raw[13 + 2 * segment :]
     with pytest.raises(SealingError, match="segment 0"):
