@@ -1,13 +1,15 @@
 // Builds the extension for each browser from this one source folder:
 //   dist/chromium/  manifest.json as it is (side panel, background service worker)
 //   dist/firefox/   manifest.json with Firefox's keys (sidebar, background event page, add-on id)
-// Usage: node build.mjs   (or npm run build). No dependencies; dist/ is rebuilt from scratch each time.
+// Usage: node build.mjs [--out DIR] [chromium|firefox ...]   (npm run build: both into dist/)
+// No dependencies. Each <out>/<browser>/ is rebuilt from scratch; the tests build into a directory of their own
+// (--out) so a build in dist/ never pulls files from under a browser that a test session has loaded.
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const SOURCE = dirname(fileURLToPath(import.meta.url));
-const DIST = join(SOURCE, "dist");
+const DEFAULT_OUT = join(SOURCE, "dist");
 export const ADDON_ID = "chorus@persmem";
 
 // Everything in the source folder ships except these (build tooling, tests, docs, the source manifest).
@@ -68,14 +70,18 @@ function checkFilesExist(out, manifest) {
   }
 }
 
-export function build(browsers = Object.keys(BROWSERS)) {
+export function build(browsers = Object.keys(BROWSERS), outDir = DEFAULT_OUT) {
+  const inSource = relative(SOURCE, outDir);
+  if (!inSource.startsWith("..") && !isAbsolute(inSource) && !NOT_SHIPPED.has(inSource.split(sep)[0])) {
+    throw new Error(`--out ${outDir} is inside the source folder, so the next build would ship it; use dist/ or a folder outside ${SOURCE}`);
+  }
   const source = readSourceManifest();
   const shipped = readdirSync(SOURCE).filter((name) => !NOT_SHIPPED.has(name) && !name.startsWith("."));
   const outputs = {};
   for (const browser of browsers) {
     const makeManifest = BROWSERS[browser];
     if (!makeManifest) throw new Error(`unknown browser "${browser}"; known: ${Object.keys(BROWSERS).join(", ")}`);
-    const out = join(DIST, browser);
+    const out = join(outDir, browser);
     rmSync(out, { recursive: true, force: true });
     mkdirSync(out, { recursive: true });
     for (const name of shipped) cpSync(join(SOURCE, name), join(out, name), { recursive: true });
@@ -89,7 +95,15 @@ export function build(browsers = Object.keys(BROWSERS)) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {
-    const outputs = build(process.argv.slice(2).length ? process.argv.slice(2) : undefined);
+    const args = process.argv.slice(2);
+    let outDir = DEFAULT_OUT;
+    const outAt = args.indexOf("--out");
+    if (outAt >= 0) {
+      outDir = args[outAt + 1];
+      if (!outDir) throw new Error("--out needs a directory: node build.mjs --out DIR");
+      args.splice(outAt, 2);
+    }
+    const outputs = build(args.length ? args : undefined, resolve(outDir));
     for (const [browser, out] of Object.entries(outputs)) console.log(`${browser}: ${out}`);
   } catch (error) {
     console.error(`build.mjs: ${error.message}`);

@@ -50,10 +50,13 @@ if "$VENV/bin/python" -m pip list 2>/dev/null | grep -qi '^nvidia-'; then
 fi
 
 # The dashboard and extension tests drive a real Chromium (Debian's; Playwright's download does not work
-# here), the extension's unit tests run on node, and shell_exec/git_op run their commands in bubblewrap.
+# here) and the Chorus Firefox test Debian's Firefox ESR; the extension is built, linted and unit-tested on node
+# (npm brings its dev tools), and shell_exec/git_op run their commands in bubblewrap.
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v firefox-esr >/dev/null 2>&1 || missing+=(firefox-esr)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v git >/dev/null 2>&1 || missing+=(git)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -63,6 +66,21 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "The browser and extension tests need: sudo apt-get install ${missing[*]}" >&2
         exit 1
     fi
+fi
+
+# The extension's dev tools (web-ext for the lint, puppeteer-core to drive Firefox), exactly as
+# extension/package-lock.json pins them; neither downloads a browser. web-ext needs node 20 or later.
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$node_major" -lt 20 ]; then
+    echo "tests/run.sh: node $(node --version) is too old for the extension's tools (web-ext needs 20 or later;" \
+        "Debian bookworm's nodejs is 18): install Node.js 20+ (for example from deb.nodesource.com), then run this again." >&2
+    exit 1
+fi
+# npm ci empties node_modules first, so it runs only when the lock file differs from the one last installed.
+installed_lock=extension/node_modules/.installed-package-lock.json
+if ! cmp -s extension/package-lock.json "$installed_lock"; then
+    PUPPETEER_SKIP_DOWNLOAD=1 npm ci --prefix extension --no-audit --no-fund --loglevel=error >/dev/null
+    cp extension/package-lock.json "$installed_lock"
 fi
 
 mkdir -p test-artifacts
