@@ -1,5 +1,7 @@
-// Chorus content script: types a prompt into the chat page, submits it, and reports when the reply is complete.
-// Injected on demand into the tabs assigned to agents (after selectors.js). Never sees the server token.
+// Chorus content script: types a prompt into the chat page, submits it, and reports when the reply is complete;
+// "Check this tab" asks it which selector of each chain matches. Injected on demand into the tabs assigned to
+// agents (after selectors.js). The side panel sends the tab's selector pack with each request (it knows the
+// user's packs); without one the built-in pack for this host is used. Never sees the server token.
 "use strict";
 
 (() => {
@@ -41,9 +43,9 @@
     }
   }
 
-  async function submit(input) {
+  async function submit(input, pack) {
     for (let i = 0; i < 20; i++) {
-      const button = chorusQuery(document, "submit");
+      const button = chorusQuery(document, "submit", pack);
       if (button && !button.disabled) {
         button.click();
         return "button";
@@ -66,7 +68,7 @@
   }
 
   /** Wait until the reply is complete: quiet for quietMs, no streaming indicator, input enabled; or the ceiling. */
-  function waitForCompletion(quietMs, ceilingMs, container, before, prompt) {
+  function waitForCompletion(pack, quietMs, ceilingMs, container, before, prompt) {
     return new Promise((resolve) => {
       const started = Date.now();
       let lastChange = Date.now();
@@ -84,30 +86,39 @@
       const timer = setInterval(() => {
         const now = Date.now();
         if (now - started >= ceilingMs) return finish("timed out");
-        const streaming = chorusQuery(document, "streamingIndicator");
+        const streaming = chorusQuery(document, "streamingIndicator", pack);
         if (streaming) sawActivity = true;
-        const input = chorusQuery(document, "input");
+        const input = chorusQuery(document, "input", pack);
         if (sawActivity && !streaming && inputEnabled(input) && now - lastChange >= quietMs) finish("done");
       }, 100);
     });
   }
 
-  async function send({ text, quietMs, ceilingMs }) {
-    const found = chorusQueryDetailed(document, "input");
-    if (!found) return { status: "error", error: "no chat input found (update selectors.js)" };
-    const container = chorusQuery(document, "responseContainer") || document.body;
+  const packFor = (message) => message.selectors || packForHost(location.hostname).pack;
+
+  async function send({ text, quietMs, ceilingMs, selectors }) {
+    const pack = packFor({ selectors });
+    const found = chorusQueryDetailed(document, "input", pack);
+    if (!found) {
+      return { status: "error", error: "no chat input found (Check this tab, then fix the site's selector pack)" };
+    }
+    const container = chorusQuery(document, "responseContainer", pack) || document.body;
     const before = textOf(container);
     report("typing");
     typeInto(found.element, text);
     await sleep(50);
-    const how = await submit(found.element);
+    const how = await submit(found.element, pack);
     report("waiting");
-    const result = await waitForCompletion(quietMs, ceilingMs, container, before, text);
+    const result = await waitForCompletion(pack, quietMs, ceilingMs, container, before, text);
     return { ...result, inputSelector: found.selector, submittedWith: how };
   }
 
   chrome.runtime.onMessage.addListener((message, _sender, sendResponse) => {
-    if (!message || message.type !== "chorus-send") return false;
+    if (message?.type === "chorus-check") {
+      sendResponse({ host: location.hostname, results: chorusCheckPage(document, packFor(message)) });
+      return false;
+    }
+    if (message?.type !== "chorus-send") return false;
     send(message).then(sendResponse, (error) => sendResponse({ status: "error", error: String(error) }));
     return true; // answer asynchronously
   });

@@ -1,8 +1,12 @@
-// Chorus side panel: settings, agent <-> tab assignment, firing, per-tab status and the round log.
-// The exchange loop (lib/loop.js) runs here, in the panel page.
+// Chorus side panel: settings, agent <-> tab assignment, firing, per-tab status and the round log, "Check this tab",
+// settings export/import. The exchange loop (lib/loop.js) runs here, in the panel page.
+// selectors.js is loaded before this module as a classic script: packForHost and CHORUS_SELECTOR_PACKS are globals.
 import { ExchangeLoop } from "./lib/loop.js";
+import { packsText, parsePacksText } from "./lib/packs.js";
 import { DEFAULT_CHECK_TEMPLATE, DEFAULT_CHORUS_TEMPLATE } from "./lib/prompts.js";
 import { DEFAULTS, normalizeSettings, unreadUrl } from "./lib/settings.js";
+import { exportSettingsText, importSettingsText } from "./lib/settings_file.js";
+import { loadSettings, saveAssignments, saveSettings } from "./lib/storage.js";
 
 const $ = (id) => document.getElementById(id);
 let settings = { ...DEFAULTS };
@@ -11,10 +15,25 @@ let loop = null;
 const tabStates = {};
 let currentAgent = null; // for state reports arriving from content scripts
 
+const CHECK_LABELS = {
+  input: "input",
+  submit: "submit",
+  responseContainer: "response container",
+  streamingIndicator: "streaming indicator",
+};
+
 async function load() {
-  const stored = await chrome.storage.local.get(["settings", "assignments"]);
-  settings = normalizeSettings(stored.settings);
-  assignments = stored.assignments || {};
+  const stored = await loadSettings(chrome.storage);
+  settings = stored.settings;
+  assignments = stored.assignments;
+  fillSettingsForm();
+  if (stored.problem) showSaved(stored.problem, "error");
+  $("origin").textContent = location.origin;
+  $("builtin-packs").textContent = Object.keys(CHORUS_SELECTOR_PACKS).join(", ");
+  await renderAgents();
+}
+
+function fillSettingsForm() {
   $("server-url").value = settings.serverUrl;
   $("token").value = settings.token;
   $("rounds").value = settings.rounds;
@@ -22,11 +41,24 @@ async function load() {
   $("ceiling-ms").value = settings.ceilingMs;
   $("chorus-template").value = settings.chorusTemplate || DEFAULT_CHORUS_TEMPLATE;
   $("check-template").value = settings.checkTemplate || DEFAULT_CHECK_TEMPLATE;
-  $("origin").textContent = location.origin;
-  await renderAgents();
+  $("selector-packs").value = packsText(settings.selectorPacks);
 }
 
+function showSaved(text, state = "ok") {
+  $("saved").textContent = text;
+  $("saved").dataset.state = state;
+  $("saved").classList.toggle("error", state === "error");
+}
+
+/** Saves the form; false (with the reason shown next to the button) when the selector packs are unusable. */
 async function save() {
+  let selectorPacks;
+  try {
+    selectorPacks = parsePacksText($("selector-packs").value);
+  } catch (error) {
+    showSaved(`not saved: ${error.message}`, "error");
+    return false;
+  }
   settings = normalizeSettings({
     ...settings,
     serverUrl: $("server-url").value,
@@ -36,9 +68,104 @@ async function save() {
     ceilingMs: $("ceiling-ms").value,
     chorusTemplate: $("chorus-template").value,
     checkTemplate: $("check-template").value,
+    selectorPacks,
   });
-  await chrome.storage.local.set({ settings, assignments });
-  $("saved").textContent = "saved";
+  const area = await saveSettings(chrome.storage, settings);
+  await saveAssignments(chrome.storage, assignments);
+  showSaved(area === "sync" ? "saved" : "saved (in this browser only: sync storage refused it)");
+  return true;
+}
+
+function exportSettings() {
+  const url = URL.createObjectURL(new Blob([exportSettingsText(settings)], { type: "application/json" }));
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = "chorus-settings.json";
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+async function importSettings(file) {
+  const result = $("import-result");
+  result.classList.remove("error");
+  try {
+    const imported = importSettingsText(await file.text(), settings.token);
+    settings = imported.settings;
+    fillSettingsForm();
+    await saveSettings(chrome.storage, settings);
+    await renderAgents();
+    const ignored = imported.ignored.length ? ` (ignored from the file: ${imported.ignored.join(", ")})` : "";
+    result.textContent = `imported ${file.name}; the token was kept${ignored}`;
+    result.dataset.state = "ok";
+  } catch (error) {
+    result.textContent = `not imported: ${error.message}`;
+    result.dataset.state = "error";
+    result.classList.add("error");
+  }
+}
+
+/** The selector pack for a tab: by its host, the user's packs merged over the built-in ones. */
+function packForTab(tab) {
+  let host = "";
+  try {
+    host = new URL(tab.url).hostname;
+  } catch {
+    /* no URL (a tab the extension may not read): the generic pack */
+  }
+  return packForHost(host, settings.selectorPacks);
+}
+
+async function injectInto(tabId) {
+  await chrome.scripting.executeScript({ target: { tabId }, files: ["selectors.js", "content.js"] });
+}
+
+/** "Check this tab": which selector of each chain matches on the agent's tab, shown in #check-result. */
+async function checkTab(agentName) {
+  const section = $("check-section");
+  const title = $("check-title");
+  const list = $("check-result");
+  section.hidden = false;
+  list.replaceChildren();
+  list.dataset.agent = agentName;
+  list.dataset.state = "checking";
+  title.classList.remove("error");
+  const tabId = assignments[agentName];
+  try {
+    if (tabId === undefined || tabId === null) throw new Error(`assign a tab to ${agentName} first`);
+    const tab = await chrome.tabs.get(tabId);
+    const { name, custom, pack } = packForTab(tab);
+    title.textContent = `${agentName}: checking ${tab.title || tab.url}…`;
+    await injectInto(tabId);
+    const report = await chrome.tabs.sendMessage(tabId, { type: "chorus-check", selectors: pack });
+    title.textContent = `${agentName} · ${report.host || "this tab"} · pack "${name}"${custom ? " (with your changes)" : ""}`;
+    for (const key of Object.keys(CHECK_LABELS)) list.append(checkLine(key, report.results[key]));
+    list.dataset.state = "done";
+  } catch (error) {
+    title.textContent = `${agentName}: could not check the tab: ${error.message}`;
+    title.classList.add("error");
+    list.dataset.state = "error";
+  }
+}
+
+function checkLine(key, found) {
+  const li = document.createElement("li");
+  li.dataset.key = key;
+  if (found.index === null) {
+    li.dataset.index = "none";
+    const why = key === "streamingIndicator" ? " (normal while no reply is being written)" : "";
+    li.append(`${CHECK_LABELS[key]}: none of ${found.of} selectors matched${why}`);
+    return li;
+  }
+  li.dataset.index = String(found.index);
+  li.dataset.selector = found.selector;
+  if (found.index > 0) li.className = "fallback";
+  const code = document.createElement("code");
+  code.textContent = found.selector;
+  const which = found.index === 0 ? "the first selector" : `fallback #${found.index + 1} of ${found.of}`;
+  li.append(`${CHECK_LABELS[key]}: ${which} `, code);
+  return li;
 }
 
 async function renderAgents() {
@@ -65,7 +192,7 @@ async function renderAgents() {
     }
     select.addEventListener("change", async () => {
       assignments[agent.name] = select.value ? Number(select.value) : undefined;
-      await chrome.storage.local.set({ assignments });
+      await saveAssignments(chrome.storage, assignments);
     });
     const color = document.createElement("input");
     color.type = "color";
@@ -74,9 +201,16 @@ async function renderAgents() {
     color.addEventListener("change", async () => {
       agent.color = color.value;
       row.style.setProperty("--color", agent.color);
-      await chrome.storage.local.set({ settings });
+      await saveSettings(chrome.storage, settings);
     });
-    row.append(name, select, color);
+    const check = document.createElement("button");
+    check.type = "button";
+    check.className = "check";
+    check.dataset.checkAgent = agent.name;
+    check.textContent = "Check";
+    check.title = `Check ${agent.name}'s tab: which selector finds the input, submit button, replies, streaming`;
+    check.addEventListener("click", () => checkTab(agent.name));
+    row.append(name, select, color, check);
     box.append(row);
   }
   renderStatus();
@@ -110,12 +244,14 @@ function log(entry) {
 }
 
 async function sendToTab(tabId, text) {
-  await chrome.scripting.executeScript({ target: { tabId }, files: ["selectors.js", "content.js"] });
+  const { pack } = packForTab(await chrome.tabs.get(tabId));
+  await injectInto(tabId);
   return chrome.tabs.sendMessage(tabId, {
     type: "chorus-send",
     text,
     quietMs: settings.quietMs,
     ceilingMs: settings.ceilingMs,
+    selectors: pack,
   });
 }
 
@@ -134,7 +270,10 @@ async function unread() {
 }
 
 async function fire() {
-  await save();
+  if (!(await save())) {
+    log({ event: "error", reason: `settings ${$("saved").textContent}` });
+    return;
+  }
   const agents = settings.agents
     .filter((a) => assignments[a.name] !== undefined && assignments[a.name] !== null)
     .map((a) => ({ name: a.name, tabId: assignments[a.name] }));
@@ -180,13 +319,19 @@ chrome.runtime.onMessage.addListener((message, sender) => {
 $("fire").addEventListener("click", fire);
 $("stop").addEventListener("click", () => loop?.stop());
 $("save").addEventListener("click", save);
+$("export-settings").addEventListener("click", exportSettings);
+$("import-file").addEventListener("change", async (event) => {
+  const [file] = event.target.files;
+  if (file) await importSettings(file);
+  event.target.value = ""; // the same file can be chosen again
+});
 $("refresh-tabs").addEventListener("click", renderAgents);
 $("add-agent").addEventListener("click", async () => {
   const name = $("new-agent").value.trim().toLowerCase();
   if (!name || settings.agents.some((a) => a.name === name)) return;
   settings.agents.push({ name, color: "#9333ea" });
   $("new-agent").value = "";
-  await chrome.storage.local.set({ settings });
+  await saveSettings(chrome.storage, settings);
   await renderAgents();
 });
 load();

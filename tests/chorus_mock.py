@@ -12,6 +12,7 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Mock chat {age
 <div data-testid="chat-message-list" id="log"></div>
 {input}
 {button}
+{stop}
 </main>
 <script>
 const AGENT = {agent_json}, PAUSE = {pause}, HANG = {hang};
@@ -43,10 +44,12 @@ NORMAL_INPUT = '<div contenteditable="true" class="ProseMirror" id="input"></div
 CHANGED_INPUT = '<div contenteditable="true" id="input"></div>'  # the primary selector no longer matches
 NORMAL_BUTTON = '<button aria-label="Send Message" id="send">Send</button>'
 CHANGED_BUTTON = '<button aria-label="Send" id="send">Send</button>'
+SHOWN_STOP = '<button data-testid="stop-button" id="shown-stop">Stop</button>'  # a page caught mid-reply
 
 
 class MockChat:
-    """Serves /chat/<agent>?variant=changed&pause=ms&hang=1 and answers /assistant/<agent> through persmem."""
+    """Serves /chat/<agent>?variant=changed&pause=ms&hang=1&showstop=1 and answers /assistant/<agent> through
+    persmem. showstop=1 shows a stop button from the start, so "Check this tab" finds a streaming indicator."""
 
     def __init__(self, persmem, call_tool):
         self.persmem = persmem
@@ -74,7 +77,8 @@ class MockChat:
                 page = PAGE.format(agent=agent, agent_json=json.dumps(agent), pause=int(q.get("pause", 0)),
                                    hang="true" if q.get("hang") else "false",
                                    input=CHANGED_INPUT if changed else NORMAL_INPUT,
-                                   button=CHANGED_BUTTON if changed else NORMAL_BUTTON)
+                                   button=CHANGED_BUTTON if changed else NORMAL_BUTTON,
+                                   stop=SHOWN_STOP if q.get("showstop") else "")
                 self.reply(200, page, "text/html; charset=utf-8")
 
             def do_POST(self):  # noqa: N802

@@ -1,4 +1,5 @@
 // Chorus settings: defaults, validation, and the server URL helpers (pure, tested with node).
+import { validatePacks } from "./packs.js";
 import { DEFAULT_CHECK_TEMPLATE, DEFAULT_CHORUS_TEMPLATE } from "./prompts.js";
 
 export const DEFAULTS = Object.freeze({
@@ -13,6 +14,7 @@ export const DEFAULTS = Object.freeze({
   ceilingMs: 90000,
   chorusTemplate: DEFAULT_CHORUS_TEMPLATE,
   checkTemplate: DEFAULT_CHECK_TEMPLATE,
+  selectorPacks: {}, // the user's selector packs, merged over the built-in ones (see ../selectors.js)
 });
 
 const clamp = (value, low, high, fallback) => {
@@ -20,7 +22,10 @@ const clamp = (value, low, high, fallback) => {
   return Number.isFinite(n) ? Math.min(high, Math.max(low, Math.round(n))) : fallback;
 };
 
-/** Stored settings merged over the defaults, numbers clamped, agent names cleaned. */
+/**
+ * Stored settings merged over the defaults, numbers clamped, agent names cleaned, selector packs validated
+ * (throws PackError naming the bad pack; everything else is cleaned, never refused).
+ */
 export function normalizeSettings(stored) {
   const s = { ...DEFAULTS, ...(stored || {}) };
   const agents = Array.isArray(s.agents) ? s.agents : DEFAULTS.agents;
@@ -35,7 +40,14 @@ export function normalizeSettings(stored) {
     ceilingMs: clamp(s.ceilingMs, 1000, 600000, DEFAULTS.ceilingMs),
     chorusTemplate: String(s.chorusTemplate || DEFAULT_CHORUS_TEMPLATE),
     checkTemplate: String(s.checkTemplate || DEFAULT_CHECK_TEMPLATE),
+    selectorPacks: validatePacks(s.selectorPacks),
   };
+}
+
+/** The settings with the token left out: what goes to synced storage and into an export file. */
+export function withoutToken(settings) {
+  const { token: _token, ...rest } = settings;
+  return rest;
 }
 
 /** The AMQ plugin's unread-count endpoint under the server URL. */
