@@ -171,6 +171,12 @@ function checkLine(key, found) {
 async function renderAgents() {
   const tabs = await chrome.tabs.query({});
   const own = location.href;
+  const open = new Set(tabs.map((tab) => tab.id));
+  const closed = Object.keys(assignments).filter((name) => assignments[name] != null && !open.has(assignments[name]));
+  if (closed.length) {  // a tab assigned before and closed since: Fire must not send to it
+    for (const name of closed) delete assignments[name];
+    await saveAssignments(chrome.storage, assignments);
+  }
   const box = $("agents");
   box.replaceChildren();
   for (const agent of settings.agents) {
@@ -185,7 +191,7 @@ async function renderAgents() {
     select.setAttribute("aria-label", `tab for ${agent.name}`);
     select.append(new Option("(no tab)", ""));
     for (const tab of tabs) {
-      if (!tab.url || tab.url === own || tab.url.startsWith("chrome")) continue;
+      if (!tab.url || tab.url === own || /^(chrome|edge|about|moz-extension|chrome-extension):/.test(tab.url)) continue;
       const option = new Option(`${tab.title || tab.url}`, String(tab.id));
       option.selected = assignments[agent.name] === tab.id;
       select.append(option);
@@ -234,7 +240,7 @@ function renderStatus() {
 function log(entry) {
   const li = document.createElement("li");
   const parts = [entry.round !== undefined ? `round ${entry.round}` : "", entry.event];
-  if (entry.results) parts.push(entry.results.map((r) => `${r.agent}: ${r.status}`).join(", "));
+  if (entry.results) parts.push(entry.results.map((r) => `${r.agent}: ${r.status}${r.error ? ` (${r.error})` : ""}`).join(", "));
   if (entry.reason) parts.push(entry.reason);
   if (entry.source) parts.push(`(${entry.source})`);
   li.textContent = parts.filter(Boolean).join(" · ");
