@@ -114,3 +114,10 @@ class MockChat:
 
     def stop(self):
         self.server.shutdown()
+
+
+def drain(call_tool):
+    """Empty both inboxes so each scenario starts clean."""
+    for agent in ("kite", "wren"):
+        for m in call_tool("amq_check", {}, agent)["messages"]:
+            call_tool("amq_read", {"agent": agent, "msg_id": m["id"]}, agent)

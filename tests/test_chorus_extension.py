@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chorus_build import built_extension  # tests/ is on sys.path under pytest's default import mode
-from chorus_mock import MockChat
+from chorus_mock import MockChat, drain
 from persmem_core.testing import clean_env, free_port, start_server, write_config
 
 ROOT = Path(__file__).parent.parent
@@ -62,13 +62,6 @@ def chorus(tmp_path_factory):
             server.stop()
             pool.shutdown()
             context.close()
-
-
-def drain(call_tool):
-    """Empty both inboxes so each scenario starts clean."""
-    for agent in ("kite", "wren"):
-        for m in call_tool("amq_check", {}, agent)["messages"]:
-            call_tool("amq_read", {"agent": agent, "msg_id": m["id"]}, agent)
 
 
 def run_loop(chorus, name, *, rounds, kite="", wren="", server_url=None, quiet=600, ceiling=20000, timeout=90):
