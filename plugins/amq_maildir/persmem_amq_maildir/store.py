@@ -117,14 +117,16 @@ class MailStore:
         header = Header(id=msg_id, sender=caller, to=recipients[0], subject=subject, kind=kind, priority=priority,
                         created=now_iso(), thread=thread, reply_to=reply_to,
                         recipients=recipients if len(recipients) > 1 else None)
-        delivered = []
+        delivered, ids = [], []
         for rcpt in recipients:
-            header = _replace(header, to=rcpt)
-            self._deliver(rcpt, header, body)
+            header = self._deliver(rcpt, _replace(header, to=rcpt), body)  # a clash changed the id: keep the new one
             delivered.append(rcpt)
+            ids.append(header.id)
         self._bump()
-        result = {"status": "delivered", "id": header.id, "from": caller, "to": recipients[0] if len(recipients) == 1 else delivered,
+        result = {"status": "delivered", "id": ids[0], "from": caller, "to": recipients[0] if len(recipients) == 1 else delivered,
                   "subject": subject}
+        if len(set(ids)) > 1:  # a name clash in one mailbox gave that copy another id
+            result["ids"] = dict(zip(delivered, ids, strict=True))
         if header.thread:
             result["thread"] = header.thread
         return result
@@ -136,14 +138,15 @@ class MailStore:
         sealer = self._sealer()
         return sealer if sealer.enabled else None
 
-    def _deliver(self, rcpt: str, header: Header, body: str) -> None:
+    def _deliver(self, rcpt: str, header: Header, body: str) -> Header:
+        """Deliver one copy; returns its header as delivered (with another id if the first one's name was taken)."""
         box = self.box(rcpt)
         sealer = self.sealing()
         for _ in range(5):
             data = encode(header, body)
             try:
                 box.deliver(header.id + SUFFIX, sealer.seal(data, PURPOSE) if sealer else data)
-                return
+                return header
             except FileExistsError:  # the same id twice in one microsecond: take another random part
                 header = _replace(header, id=new_id(header.sender))
             except OSError as exc:

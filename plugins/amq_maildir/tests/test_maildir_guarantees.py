@@ -46,6 +46,21 @@ def test_names_are_unique_and_delivery_never_clobbers(store):
     assert os.listdir(inbox(store, "wren") / "tmp") == []
 
 
+def test_a_name_clash_gives_the_message_a_new_id_and_send_returns_the_id_it_was_delivered_under(store, monkeypatch):
+    """Two sends in one microsecond with the same random part (forced here) must not clobber, and the id the caller
+    gets back is the one the message can be read by."""
+    from persmem_amq_maildir import store as store_module
+
+    first = store.send("kite", "wren", "the first")["id"]
+    fresh = iter([first, first.replace(first[-8:], "0badc0de")])
+    monkeypatch.setattr(store_module, "new_id", lambda sender: next(fresh))
+    sent = store.send("kite", "wren", "the second")
+    assert sent["id"] == first.replace(first[-8:], "0badc0de") and "ids" not in sent
+    names = sorted(os.listdir(inbox(store, "wren") / "new"))
+    assert names == sorted([first + ".md", sent["id"] + ".md"])
+    assert decode((inbox(store, "wren") / "new" / (sent["id"] + ".md")).read_bytes()).body.strip() == "the second"
+
+
 @pytest.mark.parametrize("step", ["write", "fsync-file", "link", "fsync-dir"])
 @pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
 def test_injected_io_errors_report_failure_and_leave_nothing_visible(store, monkeypatch, step, code):
