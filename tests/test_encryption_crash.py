@@ -270,7 +270,7 @@ def test_kill_9_of_the_server_during_sealed_stores_and_sends_loses_no_acknowledg
                             i += 1
                 try:
                     anyio.run(run)
-                except BaseException:  # noqa: BLE001 - the kill cuts the calls in flight
+                except Exception:  # the kill cuts the calls in flight (a timeout is not caught)
                     pass
 
             threads = [threading.Thread(target=writer, args=(w, kind)) for w, kind in

@@ -53,15 +53,15 @@ def reseal_store(folder: Path, config, sealer: Sealer, progress: Progress, dry_r
 
 
 def _files(collection: Path) -> list[tuple[str, Path]]:
-    """(kind, path) of each file of a collection that may hold memory text or vectors."""
-    found = []
+    """(kind, path) of each file of a collection that may hold memory text or vectors. Leftovers come first: the
+    resealing below writes temp files of the same names (`vectors.hnsw.tmp`, `records.log.compact`)."""
+    leftovers = [collection / f"{LOG_NAME}.compact", collection / f"{INDEX_NAME}.tmp",
+                 *sorted(collection.glob(".persmem-*.tmp"))]  # a killed compaction, index save, atomic write
+    found = [("leftover", path) for path in leftovers if path.is_file()]
     for name, kind in ((LOG_NAME, "log"), (INDEX_NAME, "index"), (USAGE_NAME, "usage")):
         if (collection / name).is_file():
             found.append((kind, collection / name))
     found += [("torn", path) for path in sorted(collection.glob(f"{LOG_NAME}.torn-*"))]
-    leftovers = [collection / f"{LOG_NAME}.compact", collection / f"{INDEX_NAME}.tmp",
-                 *sorted(collection.glob(".persmem-*.tmp"))]  # a killed compaction, index save, atomic write
-    found += [("leftover", path) for path in leftovers if path.is_file()]
     return found
 
 
