@@ -63,7 +63,12 @@ def sealed_key_id(data: bytes | memoryview) -> str | None:
     """The hex id of the key a sealed blob or stream was sealed under; None for plaintext."""
     if not is_sealed(data) or len(data) < HEADER_BYTES:
         return None
-    return bytes(data[len(SEALED_MAGIC) + 1 : HEADER_BYTES]).hex()
+    return _key_id_bytes(data).hex()
+
+
+def _key_id_bytes(data: bytes | memoryview) -> bytes:
+    """The key id of sealed data (bytes 5 to 13: after the magic and the kind)."""
+    return bytes(data[len(SEALED_MAGIC) + 1 : HEADER_BYTES])
 
 
 class Sealer:
@@ -103,10 +108,8 @@ class Sealer:
         if len(data) < OVERHEAD or data[len(SEALED_MAGIC)] != BLOB[0]:
             raise SealingError("sealed data is cut short or not a sealed blob (the file was damaged or changed); "
                                "restore it from a backup.")
-        kid = bytes(data[len(SEALED_MAGIC) + 1 : HEADER_BYTES])
-        cipher = self._ciphers.get(kid)
-        if cipher is None:
-            raise SealingError(missing_key_message(kid.hex(), self.known_ids))
+        kid = _key_id_bytes(data)
+        cipher = self._cipher_for(kid)
         view = memoryview(data)  # slices below copy nothing
         try:
             return cipher.decrypt(view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES], view[HEADER_BYTES + NONCE_BYTES :],
@@ -127,21 +130,15 @@ class Sealer:
         key, or sealed while encryption is off."""
         if not is_sealed(data):
             return self.enabled
-        return not self.enabled or bytes(data[len(SEALED_MAGIC) + 1 : HEADER_BYTES]) != self._current
+        return not self.enabled or _key_id_bytes(data) != self._current
 
-    def reseal(self, data: bytes | memoryview, purpose: bytes) -> bytes:
-        return self.seal(self.open(data, purpose), purpose)
-
-    def _cipher_for(self, header: bytes) -> AESGCM:
-        cipher = self._ciphers.get(header[len(SEALED_MAGIC) + 1 : HEADER_BYTES])
+    def _cipher_for(self, kid: bytes) -> AESGCM:
+        cipher = self._ciphers.get(kid)
         if cipher is None:
-            raise SealingError(missing_key_message(header[len(SEALED_MAGIC) + 1 : HEADER_BYTES].hex(), self.known_ids))
+            raise SealingError(missing_key_message(kid.hex(), self.known_ids))
         return cipher
 
     # -- streams (large files) -----------------------------------------------------------------------------
-    def stream_needs_reseal(self, first_bytes: bytes) -> bool:
-        """`needs_reseal` for a stream, from its first 13 bytes."""
-        return self.needs_reseal(first_bytes)
 
     def seal_stream(self, src: BinaryIO, dst: BinaryIO, purpose: bytes) -> None:
         """Copy `src` to `dst`, sealed in 1 MiB segments when enabled (else copied as is)."""
@@ -172,7 +169,7 @@ class Sealer:
             return
         if len(header) < HEADER_BYTES or header[len(SEALED_MAGIC) : len(SEALED_MAGIC) + 1] != STREAM:
             raise SealingError("a sealed file is cut short or not a sealed stream; restore it from a backup.")
-        cipher = self._cipher_for(header)
+        cipher = self._cipher_for(_key_id_bytes(header))
         head_size = _SEGMENT_HEAD.size + NONCE_BYTES
         number, head = 0, src.read(head_size)
         while True:

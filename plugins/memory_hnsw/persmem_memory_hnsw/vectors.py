@@ -223,7 +223,7 @@ def reseal_index(path: Path, sealer: Sealer, *, dry_run: bool) -> tuple[bool, bo
     with open(path, "rb") as stored:
         first = stored.read(HEADER_BYTES)
         plain = not is_sealed(first)
-        if not sealer.stream_needs_reseal(first):
+        if not sealer.needs_reseal(first):
             return plain, False
         if dry_run:
             return plain, True
