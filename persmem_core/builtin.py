@@ -118,7 +118,7 @@ def _check_encryption(host):
         return warn("encryption", f"off: new memories and sessions are written in plaintext{needs}. Set [encryption] "
                     "enabled = true and run `persmem key migrate` to seal them.")
     if loaded is None:
-        unsealed = count_unsealed(host, keys.sealer_to_count_with(host.home, config, host.environ))
+        unsealed = count_unsealed(host, keys.sealer_to_count_with(sealer, config))
         migrate = f"; {unsealed} file(s) written before hold plaintext: then run `persmem key migrate`" if unsealed \
             else ""
         return pass_("encryption", f"on; the key is created at {keys.key_file_path(host.home, config)} (0600) on the "

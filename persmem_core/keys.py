@@ -219,11 +219,10 @@ def load_sealer(home: Path, config, environ, *, create: bool) -> Sealer:
     return Sealer(keys, loaded.key_id, config.enabled)
 
 
-def sealer_to_count_with(home: Path, config, environ) -> Sealer:
-    """The Sealer whose `needs_reseal` tells which files a migrate would rewrite, without making a key: before the
-    first start of a home switched to encryption, a throwaway key stands in for the one that start will make (only
-    ever used to count, never to write)."""
-    sealer = load_sealer(home, config, environ, create=False)
+def sealer_to_count_with(sealer: Sealer, config) -> Sealer:
+    """The Sealer whose `needs_reseal` tells which files a migrate would rewrite, given the home's (loaded without
+    making a key): before the first start of a home switched to encryption, a throwaway key stands in for the one
+    that start will make (only ever used to count, never to write)."""
     if config.enabled and not sealer.enabled:
         stand_in = new_key()
         return Sealer({key_id(stand_in): stand_in}, key_id(stand_in), True)
@@ -235,6 +234,7 @@ def record_key_in_use(home: Path, sealer: Sealer) -> None:
     (Host.startup): a key from PERSMEM_KEY or a credential on a new home, or encryption switched back on. Not
     before: data from a home without encryption.json may be sealed under another key, which the plugins refuse,
     and the right key must still be accepted afterwards."""
-    if sealer.enabled and sealer.key_id not in read_marker(home).key_ids:
-        write_marker(home, [*read_marker(home).key_ids, sealer.key_id])
+    recorded = read_marker(home).key_ids
+    if sealer.enabled and sealer.key_id not in recorded:
+        write_marker(home, [*recorded, sealer.key_id])
 

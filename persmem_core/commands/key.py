@@ -63,20 +63,19 @@ class _Progress:
 
 
 def _reseal(host, sealer, *, dry_run: bool) -> list:
-    """Every plugin's `reseal`; a plugin that fails stops the command (its files stay readable: each is
-    replaced atomically), naming it."""
+    """Every plugin's `reseal` (persmem_core.plugins.call_each); the first that fails stops the command (its files
+    stay readable: each is replaced atomically), naming it."""
+    from persmem_core.plugins import call_each
+
     reports = []
-    for impl in reversed(host.pm.hook.reseal.get_hookimpls()):
-        try:
-            report = impl.function(**{name: value for name, value in
-                                      {"host": host, "sealer": sealer, "progress": _Progress(),
-                                       "dry_run": dry_run}.items() if name in impl.argnames})
-        except UserError:
-            raise
-        except Exception as exc:
-            raise UserError(f"plugin {impl.plugin_name!r} could not rewrite its files ({type(exc).__name__}: {exc}); "
-                            "every file is still readable, the old and the new key are both kept: fix what it names "
-                            "and run the command again.") from exc
+    for plugin, report, exc in call_each(host.pm, "reseal", host=host, sealer=sealer, progress=_Progress(),
+                                         dry_run=dry_run):
+        if isinstance(exc, UserError):
+            raise exc
+        if exc is not None:
+            raise UserError(f"plugin {plugin!r} could not rewrite its files ({type(exc).__name__}: {exc}); every file "
+                            "is still readable, the old and the new key are both kept: fix what it names and run the "
+                            "command again.") from exc
         if report is not None:
             reports.append(report)
     return reports
@@ -92,20 +91,25 @@ def _remove_leftover_temps(host) -> None:
         click.echo(f"  removed {removed} temp file(s) that interrupted writes left behind", err=True)
 
 
-def count_unsealed(host, sealer) -> int:
-    """Files not as new writes make them (plaintext while encryption is on), counted by the plugins' `reseal`
-    dry runs; 0 when a server is running (counting then would race its writes: `persmem key status` says so)."""
+def dry_run_reports(host, sealer) -> list | None:
+    """The plugins' `reseal` dry runs: what a migrate would rewrite. None while a server runs (counting then would
+    race its writes), [] for a home that does not exist yet."""
     from persmem_core.ownership import OwnerLock
 
     if not host.home.exists():
-        return 0
+        return []
     lock = OwnerLock(host.home)
     if not lock.acquire():
-        return 0
+        return None
     try:
-        return sum(report.rewritten for report in _reseal(host, sealer, dry_run=True))
+        return _reseal(host, sealer, dry_run=True)
     finally:
         lock.release()
+
+
+def count_unsealed(host, sealer) -> int:
+    """Files not as new writes make them (plaintext while encryption is on); 0 while a server runs."""
+    return sum(report.rewritten for report in dry_run_reports(host, sealer) or [])
 
 
 def _summary(reports: list, verb: str) -> str:
@@ -119,7 +123,6 @@ def status() -> None:
     """Whether new writes are sealed, which key is loaded and from where (and whether its file is private),
     which keys the data needs, and, with no server running, how many files still hold plaintext."""
     from persmem_core.commands import get_host
-    from persmem_core.ownership import OwnerLock
 
     host = get_host()
     config = _config(host)
@@ -141,14 +144,12 @@ def status() -> None:
     if upcoming.exists():
         click.echo(f"rotation: unfinished (the new key is in {upcoming}); run `persmem key rotate` to finish it")
     click.echo(f"data sealed under: {', '.join(marker.key_ids) or 'no key (nothing sealed yet)'}")
-    lock = OwnerLock(host.home) if host.home.exists() else None
-    if lock is None or not lock.acquire():
-        click.echo("files: not counted while a server is running (stop it to count them)" if lock else "files: none")
+    sealer = keys.sealer_to_count_with(keys.load_sealer(host.home, config, host.environ, create=False), config)
+    reports = dry_run_reports(host, sealer)
+    if not reports:
+        click.echo("files: not counted while a server is running (stop it to count them)" if reports is None
+                   else "files: none")
         return
-    try:
-        reports = _reseal(host, keys.sealer_to_count_with(host.home, config, host.environ), dry_run=True)
-    finally:
-        lock.release()
     for report in reports:
         line = f"files: {report.what}: {report.checked} checked"
         if report.rewritten:
