@@ -8,6 +8,7 @@ fsync the folder) is what makes a write that returned survive power loss.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -23,6 +24,17 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of `data` to `fd`: a short write is followed by the rest, or by the error that stopped it (ENOSPC);
+    a write that makes no progress is an EIO instead of a loop that never ends."""
+    view = memoryview(data)
+    while view:
+        done = os.write(fd, view)
+        if done == 0:
+            raise OSError(errno.EIO, "a write made no progress")
+        view = view[done:]
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from persmem_core.fileio import fsync_dir
+from persmem_core.fileio import fsync_dir, write_all
 from persmem_core.sealing import Sealer, SealingError, is_sealed
 
 from .message import SUFFIX, MalformedMessage, Message, decode
@@ -62,13 +62,6 @@ class Quarantined:
     name: str
     folder: str
     reason: str
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 class Mailbox:
@@ -123,7 +116,7 @@ class Mailbox:
         linked = False
         try:
             try:
-                _write_all(fd, data)
+                write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core.fileio import fsync_dir
+from persmem_core.fileio import fsync_dir, write_all
 from persmem_core.sealing import SEALED_MAGIC, Sealer, SealingError, is_sealed
 
 from .records import Entry
@@ -159,12 +159,7 @@ class RecordLog:
         blob = b"".join(frames)
         start = self.size
         try:
-            view, written = memoryview(blob), 0
-            while written < len(blob):  # a short write is followed by the error that stopped it (ENOSPC...)
-                done = os.write(self._fd, view[written:])
-                if done == 0:
-                    raise OSError(errno.EIO, "the log write made no progress")
-                written += done
+            write_all(self._fd, blob)  # a short write is followed by the error that stopped it (ENOSPC...)
             os.fsync(self._fd)
         except OSError:
             # Never leave a partial frame behind an acknowledged one.

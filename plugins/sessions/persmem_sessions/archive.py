@@ -31,6 +31,7 @@ import errno
 import gzip
 import hashlib
 import io
+import itertools
 import os
 import struct
 from collections.abc import Iterable, Iterator
@@ -39,7 +40,7 @@ from pathlib import Path
 import msgspec
 
 from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes, fsync_dir
+from persmem_core.fileio import atomic_write_bytes, fsync_dir, write_all
 from persmem_core.sealing import HEADER_BYTES as BLOB_HEAD_BYTES  # a sealed blob's magic, kind and key id
 from persmem_core.sealing import SEALED_MAGIC, Sealer, SealingError
 
@@ -184,12 +185,6 @@ def archive_header(archive_id: str) -> bytes:
     return ARCHIVE_MAGIC + bytes.fromhex(archive_id)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 # -- writing -----------------------------------------------------------------------------------------------------
 
 def append_lines(base: Path, meta: SessionMeta, lines: list[str], sealer: Sealer) -> None:
@@ -211,7 +206,7 @@ def append_lines(base: Path, meta: SessionMeta, lines: list[str], sealer: Sealer
     try:
         os.ftruncate(fd, meta.archive_bytes)  # drops what a crashed capture left without its metadata
         os.lseek(fd, 0, os.SEEK_END)
-        _write_all(fd, chunk)
+        write_all(fd, chunk)
         os.fsync(fd)
         meta.archive_bytes = os.fstat(fd).st_size
     finally:
@@ -230,10 +225,10 @@ def write_archive(path: Path, blocks: Iterable[bytes], sealer: Sealer, sealed: b
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         if sealed:
-            _write_all(fd, archive_header(archive_id))
+            write_all(fd, archive_header(archive_id))
         for block in blocks:
             member = gzip.compress(block, compresslevel=6, mtime=0)
-            _write_all(fd, frame(sealer.seal(member, ARCHIVE_PURPOSE)) if sealed else member)
+            write_all(fd, frame(sealer.seal(member, ARCHIVE_PURPOSE)) if sealed else member)
         os.fsync(fd)
         return archive_id, os.fstat(fd).st_size
     finally:
@@ -313,10 +308,7 @@ def _raw_lines(base: Path, meta: SessionMeta, sealer: Sealer) -> Iterator[bytes]
 
 def raw_lines(base: Path, meta: SessionMeta, sealer: Sealer) -> Iterator[bytes]:
     """The metadata's `lines` lines as stored (each with its line break)."""
-    for number, raw in enumerate(_raw_lines(base, meta, sealer)):
-        if number >= meta.lines:
-            return
-        yield raw
+    return itertools.islice(_raw_lines(base, meta, sealer), meta.lines)
 
 
 def read_lines(base: Path, meta: SessionMeta, sealer: Sealer, start: int = 0, end: int | None = None
@@ -325,11 +317,8 @@ def read_lines(base: Path, meta: SessionMeta, sealer: Sealer, start: int = 0, en
     end = meta.lines if end is None else min(end, meta.lines)
     if start >= end:
         return
-    for number, raw in enumerate(_raw_lines(base, meta, sealer)):
-        if number >= end:
-            return
-        if number >= start:
-            yield raw.decode("utf-8", errors="replace").rstrip("\n")
+    for raw in itertools.islice(_raw_lines(base, meta, sealer), start, end):
+        yield raw.decode("utf-8", errors="replace").rstrip("\n")
 
 
 def meta_paths(root: Path) -> list[Path]:
