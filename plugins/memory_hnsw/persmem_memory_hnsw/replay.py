@@ -39,8 +39,9 @@ def replay_log(record_log: RecordLog, rows: Rows, vectors: VectorIndex, dim: int
         if isinstance(entry, Put):
             if entry.memory.id in rows.heads:
                 record_log.dead_bytes += rows.span_bytes(entry.memory.id)
-            rows.put(entry.memory, (offset, end))
-            if entry.memory.labels:
+            labels = entry.memory.labels
+            rows.put(entry.memory, (offset, end), embedded=not labels or bool(entry.vectors))
+            if labels:
                 rows.next_label = max(rows.next_label, max(entry.memory.labels) + 1)
                 if keep_vectors and len(entry.vectors) == 4 * dim * len(entry.memory.labels):
                     pending_labels.extend(entry.memory.labels)

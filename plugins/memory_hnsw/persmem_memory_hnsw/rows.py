@@ -44,6 +44,9 @@ class Rows:
         self.label_row = np.full(0, -1, dtype=np.int32)  # vector label -> row (-1: none)
         self.next_label = 0  # the first vector label never used
         self.lexical = BM25Index()
+        # Live memories whose latest log entry holds no vectors yet: acknowledged once logged, embedded later by the
+        # service's background embedder (embedding.py). Found by keyword meanwhile; a replay queues them again.
+        self.unembedded: set[str] = set()
         # The derived side of the links: older id -> the live memory, created latest, whose `supersedes` names
         # it; member id -> the latest live consolidated memory whose `consolidates` names it. A linked id need
         # not be live itself (it may have been deleted since); when a memory of that id is live, only linkers
@@ -89,9 +92,10 @@ class Rows:
         self.next_label += count
         return labels
 
-    def put(self, memory: Memory, span: tuple[int, int]) -> tuple[Head | None, Head]:
+    def put(self, memory: Memory, span: tuple[int, int], *, embedded: bool = True) -> tuple[Head | None, Head]:
         """Make `memory` (logged at `span`) live in a new row; its previous version's row, if any, dies.
-        Returns (the previous head or None, the new head). The vector index is the caller's."""
+        `embedded`: its log entry holds its vectors (False: they are still to be made). Returns (the previous head
+        or None, the new head). The vector index is the caller's."""
         old = self.heads.get(memory.id)
         if old is not None:
             self._retire(memory.id)
@@ -113,6 +117,10 @@ class Rows:
         self.author[row] = self.authors.get(memory.author)
         self.created[row] = memory.created
         self.alive[row] = True
+        if embedded:
+            self.unembedded.discard(memory.id)
+        else:
+            self.unembedded.add(memory.id)
         for tag in head.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
         self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context)
@@ -147,6 +155,7 @@ class Rows:
         self._unlink(head, head.supersedes, self._successors, self.successor_of)
         self._unlink(head, head.consolidates, self._consolidators, self.consolidated_into)
         self.undone_links.pop(memory_id, None)
+        self.unembedded.discard(memory_id)
         return head
 
     # -- the derived side of the lifecycle links ----------------------------
