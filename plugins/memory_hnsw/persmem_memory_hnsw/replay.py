@@ -97,6 +97,8 @@ def load_index(name: str, folder: Path, record_log: RecordLog, rows: Rows, vecto
                 if current is None or current.labels != labels:
                     vectors.remove(labels)  # superseded later in the tail
                     continue
+                if not entry.vectors:  # not embedded yet (its labels are new: nothing of it is in the graph)
+                    continue
                 logged = matrix(entry.vectors, dim)
                 known = np.array([label in in_graph for label in labels], dtype=bool)
                 vectors.replace([lb for lb, k in zip(labels, known, strict=True) if k], logged[known])
@@ -121,6 +123,8 @@ def rebuild_index(name: str, rows: Rows, vectors: VectorIndex, logged_vectors: C
     vectors.create(capacity=max(1024, int(n_labels * 1.25)))
     batch_labels, batch_vecs = [], []
     for memory in rows.heads.values():
+        if memory.id in rows.unembedded:  # no vectors yet: the background embedder adds them
+            continue
         batch_labels.extend(memory.labels)
         batch_vecs.append(logged_vectors(memory.id))
         if len(batch_labels) >= 2048:
@@ -153,8 +157,9 @@ def reembed_all(record_log: RecordLog, rows: Rows, vectors: VectorIndex, embedde
 
 
 def live_labels(rows: Rows) -> int:
-    """How many vector labels the live memories hold."""
-    return sum(head.n_labels for head in rows.heads.values())
+    """How many vector labels the live memories hold in the graph (those not embedded yet hold none)."""
+    pending = rows.unembedded
+    return sum(head.n_labels for head in rows.heads.values() if not pending or head.id not in pending)
 
 
 def matrix(blob: bytes, dim: int) -> np.ndarray:
