@@ -147,6 +147,13 @@ class BM25Index:
             return np.concatenate([rows, more_rows]), np.concatenate([tfs, more_tfs])
         return rows, tfs
 
+    def rows_with(self, term: str) -> np.ndarray:
+        """The rows whose postings hold `term` (an analysed term), live or not; empty if none."""
+        tid = self._term_id.get(term)
+        if tid is None:
+            return np.zeros(0, dtype=np.int32)
+        return self._postings(tid)[0]
+
     def remove(self, row: int) -> None:
         if row < len(self._alive) and self._alive[row]:
             self._alive[row] = 0
