@@ -10,6 +10,7 @@ it was changed) stops the open before anything is written; it is never cut off o
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,11 @@ import msgspec
 import numpy as np
 
 from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes
+from persmem_core.fileio import atomic_write_bytes, fsync_dir
+from persmem_core.sealing import Sealer
 
+from . import checkpoint
+from .log import PURPOSE as LOG_PURPOSE
 from .log import RecordLog, read_frames
 from .records import Memory, Put
 from .rows import Rows
@@ -31,11 +35,62 @@ INDEX_NAME = "vectors.hnsw"  # the saved hnswlib index (with its .meta.json side
 MODEL_RECORD = "model.json"  # which embedding model made the collection's vectors
 
 
+class Opened(msgspec.Struct):
+    """What `open_rows` did: whether the rows came from the checkpoint, and where the time went (seconds)."""
+
+    from_checkpoint: bool
+    tail_entries: int
+    timings: dict[str, float]
+
+
+def open_rows(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIndex, dim: int, model_id: str, *,
+              keep_vectors: bool) -> Opened:
+    """Make the log's live memories the (empty) rows and open the log for appends: from the checkpoint and the
+    log after it when one fits this log and model (checkpoint.py), else by replaying the whole log. Without
+    `keep_vectors` (a reindex) always the whole log, as `replay_log`."""
+    clock = time.perf_counter()
+    loaded = None
+    if keep_vectors:
+        loaded = checkpoint.load(folder, rows, vectors, record_log.path, model_id=model_id, sealer=record_log.sealer)
+    if loaded is None:
+        replay_log(record_log, rows, vectors, dim, keep_vectors=keep_vectors)
+        return Opened(from_checkpoint=False, tail_entries=0, timings={"full_replay": time.perf_counter() - clock})
+    timings = dict(loaded.timings)
+    clock = time.perf_counter()
+    record_log.dead_bytes = loaded.dead_bytes
+    tail = _apply_entries(_open_log_at(record_log, loaded.log_offset), record_log, rows, vectors, dim,
+                          keep_vectors=True)
+    timings["tail"] = time.perf_counter() - clock
+    log.info("collection in %s: rows from the checkpoint, %d log entries replayed after it", folder, tail)
+    return Opened(from_checkpoint=True, tail_entries=tail, timings=timings)
+
+
+def save_checkpoint(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIndex, model_id: str) -> None:
+    """Save the rows and the int8 vectors as of the log's end (checkpoint.py); the caller holds the write lock.
+    OSError like an index save (the checkpoint is optional: the next open replays the whole log without it)."""
+    checkpoint.save(folder, rows, vectors, record_log.path, record_log.size, record_log.dead_bytes, model_id,
+                    record_log.sealer)
+
+
+def drop_checkpoint(folder: Path, rows: Rows | None = None) -> None:
+    """Remove the checkpoint, durably: call it before the log file is replaced (a compaction, a reindex), with
+    the collection's rows: none is saved of them again until the collection is reopened (checkpoint.drop)."""
+    checkpoint.drop(folder, rows)
+
+
 def replay_log(record_log: RecordLog, rows: Rows, vectors: VectorIndex, dim: int, *, keep_vectors: bool) -> None:
     """Open the log and make its live memories the rows. With `keep_vectors`, their logged vectors also fill the
     index's int8 copy (exact scoring); without (a reindex), they are about to be replaced."""
+    _apply_entries(record_log.open_and_replay(), record_log, rows, vectors, dim, keep_vectors=keep_vectors)
+
+
+def _apply_entries(entries, record_log: RecordLog, rows: Rows, vectors: VectorIndex, dim: int, *,
+                   keep_vectors: bool) -> int:
+    """Apply logged entries, in order, to the rows and the int8 copy; returns how many."""
     pending_labels, pending_vectors = [], []
-    for offset, end, entry in record_log.open_and_replay():
+    count = 0
+    for offset, end, entry in entries:
+        count += 1
         if isinstance(entry, Put):
             if entry.memory.id in rows.heads:
                 record_log.dead_bytes += rows.span_bytes(entry.memory.id)
@@ -56,6 +111,29 @@ def replay_log(record_log: RecordLog, rows: Rows, vectors: VectorIndex, dim: int
     if pending_labels:
         vectors.remember(pending_labels, matrix(b"".join(pending_vectors), dim))
     rows.lexical.merge()
+    return count
+
+
+def _open_log_at(record_log: RecordLog, start: int):
+    """RecordLog.open_and_replay from `start` (a frame boundary the checkpoint vouched for) instead of 0: yield
+    every intact entry after it, cut a torn tail (kept aside, sealed), then open the log for appends.
+    (Belongs in log.py as `RecordLog.open_and_replay(start)`; here until then, so it sets the log's fields.)"""
+    path = record_log.path
+    data = _read_from(path, start)
+    good_end = 0
+    for offset, end, entry in read_frames(data, record_log.sealer, path):  # SealingError: nothing written yet
+        good_end = end
+        yield start + offset, start + end, entry
+    if good_end < len(data):
+        aside = path.with_name(f"{path.name}.torn-{int(time.time())}")
+        aside.write_bytes((record_log.sealer or Sealer.plain()).seal(data[good_end:], LOG_PURPOSE))
+        log.warning("%s: cut %d bytes of torn or corrupt tail (kept in %s)", path, len(data) - good_end, aside)
+        with open(path, "r+b") as f:
+            f.truncate(start + good_end)
+            os.fsync(f.fileno())
+    record_log._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    record_log.size = record_log.synced = start + good_end
+    fsync_dir(path.parent)
 
 
 def check_model(folder: Path, name: str, embedder, has_memories: bool) -> None:
@@ -152,6 +230,7 @@ def reembed_all(record_log: RecordLog, rows: Rows, vectors: VectorIndex, embedde
             rows.put(memory, (0, 0))
             vectors.add(labels, vecs)
             entries.append(Put(memory=memory, vectors=vecs.tobytes()))
+    checkpoint.drop(record_log.path.parent, rows)  # its offsets are of the log about to be replaced
     for entry, span in zip(entries, record_log.rewrite(entries), strict=True):
         rows.set_span(entry.memory.id, span)
 

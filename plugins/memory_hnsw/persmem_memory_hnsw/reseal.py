@@ -2,7 +2,8 @@
 
 Each collection's record log is rewritten with every frame resealed (RecordLog.rewrite: new file, fsync, rename),
 the index file and the retrieval counts are resealed (new file, fsync, rename; the index's sidecar checksum
-follows it), and torn tails kept aside are sealed whole. A kill -9 at any moment leaves each file either as it was
+follows it), and torn tails kept aside are sealed whole. The checkpoint (checkpoint.py: offsets into the log as it
+is) is dropped, before the log is rewritten, when it or the log needs resealing; the next open saves a new one. A kill -9 at any moment leaves each file either as it was
 or as it is meant to be, both readable with the keys on hand (a rotation keeps the old key loaded until it is
 done). Leftover temp files of a killed compaction or save are garbage with no writer left (the owner lock is
 held), so they are removed: they may hold plaintext.
@@ -20,6 +21,7 @@ from pathlib import Path
 from persmem_core.fileio import atomic_write_bytes, fsync_dir
 from persmem_core.sealing import HEADER_BYTES, ResealReport, Sealer, is_sealed
 
+from .checkpoint import CHECKPOINT_NAME, drop as drop_checkpoint
 from .collection import USAGE_NAME, USAGE_PURPOSE
 from .log import LOG_NAME, PURPOSE, RecordLog, frame_needs_reseal, intact_frames, read_frames, reseal_frame
 from .replay import INDEX_NAME
@@ -56,8 +58,11 @@ def _files(collection: Path) -> list[tuple[str, Path]]:
     """(kind, path) of each file of a collection that may hold memory text or vectors. Leftovers come first: the
     resealing below writes temp files of the same names (`vectors.hnsw.tmp`, `records.log.compact`)."""
     leftovers = [collection / f"{LOG_NAME}.compact", collection / f"{INDEX_NAME}.tmp",
-                 *sorted(collection.glob(".persmem-*.tmp"))]  # a killed compaction, index save, atomic write
+                 collection / f"{CHECKPOINT_NAME}.tmp",
+                 *sorted(collection.glob(".persmem-*.tmp"))]  # a killed compaction, index or checkpoint save, write
     found = [("leftover", path) for path in leftovers if path.is_file()]
+    if (collection / CHECKPOINT_NAME).is_file():  # before the log: it is dropped before the log is rewritten
+        found.append(("checkpoint", collection / CHECKPOINT_NAME))
     for name, kind in ((LOG_NAME, "log"), (INDEX_NAME, "index"), (USAGE_NAME, "usage")):
         if (collection / name).is_file():
             found.append((kind, collection / name))
@@ -83,6 +88,21 @@ def _reseal_log(path: Path, sealer: Sealer, dry_run: bool) -> tuple[bool, bool]:
         return plain, True
     finally:
         record_log.close()
+
+
+def _drop_checkpoint(path: Path, sealer: Sealer, dry_run: bool) -> tuple[bool, bool]:
+    """The checkpoint is derived (checkpoint.py) and its log offsets are the log's as it is: when it or the log
+    needs resealing it is dropped (before the log is rewritten), and the next open replays the log and saves a
+    new one. (held plaintext, was or would be dropped)."""
+    with open(path, "rb") as f:
+        plain = not is_sealed(f.read(HEADER_BYTES))
+    data = (path.parent / LOG_NAME).read_bytes() if (path.parent / LOG_NAME).is_file() else b""
+    stale = any(sealer.needs_reseal(payload) for _, _, payload in intact_frames(data))
+    with open(path, "rb") as f:
+        stale = stale or sealer.needs_reseal(f.read(HEADER_BYTES))
+    if stale and not dry_run:
+        drop_checkpoint(path.parent)
+    return plain, stale
 
 
 def _reseal_index(path: Path, sealer: Sealer, dry_run: bool) -> tuple[bool, bool]:
@@ -115,6 +135,7 @@ def _remove_leftover(path: Path, sealer: Sealer, dry_run: bool) -> tuple[bool, b
 _RESEALERS = {
     "log": _reseal_log,
     "index": _reseal_index,
+    "checkpoint": _drop_checkpoint,
     "usage": _blob_resealer(USAGE_PURPOSE),
     "torn": _blob_resealer(PURPOSE),
     "leftover": _remove_leftover,
