@@ -1,7 +1,10 @@
 """One collection: the record log (truth), the rows and the vector index (derived), behind one lock.
 
-Write path: embed outside the lock -> take the write lock -> dedup checks (dedup.py) ->
-append to the log and fsync -> apply to the rows and the index -> release.
+Write path of a store: take the write lock -> dedup checks (dedup.py) -> reserve the vector labels -> write to
+the log -> apply to the rows (found by keyword from here on) -> release -> wait for an fsync that covers the
+entry (one fsync serves every writer that came meanwhile: log.py) -> acknowledge -> the background embedder
+(embedding.py) embeds it in a batch and logs it again with its vectors (`embed_pending`), which puts them in the
+index. Other writes (update, delete, links, feedback) append and fsync under the lock.
 A write that returned is in the log; everything else can be rebuilt from it (replay.py, on open).
 Read path: embed the query outside the lock -> read lock -> rank the rows (ranking.py) ->
 read the winners' entries back from the log.
@@ -32,12 +35,13 @@ from persmem_core.sealing import Sealer, SealingError
 
 from .config import MemoryConfig
 from .contexts import MAX_CONTEXT_CHARS
-from .dedup import exact_duplicate, near_duplicate
+from .dedup import exact_duplicate, near_duplicate, word_twins
 from .heap import release_freed_memory
 from .log import LOG_NAME, RecordLog, decode_frame, write_failed
 from .lifecycle import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
 from .supersession import find_superseded
-from .permissions import BOOTSTRAP_TYPES, check_change, check_visible, is_private, may_edit, visible_to
+from .permissions import (BOOTSTRAP_TYPES, check_change, check_visible, editors_in, is_private, may_edit,
+                          visible_to)
 from .query import Filters
 from .ranking import rank
 from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
@@ -87,11 +91,19 @@ class Hit:
 
 
 class Collection:
-    def __init__(self, name: str, folder: Path, embedder, config: MemoryConfig, sealer: Sealer | None = None):
+    def __init__(self, name: str, folder: Path, embedder, config: MemoryConfig, sealer: Sealer | None = None,
+                 embedding=None):
         """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files (tests, tools
-        without a home)."""
+        without a home). `embedding`: the service's BackgroundEmbedder; None embeds every store before it is
+        acknowledged (a collection of its own, in a tool or a test)."""
         self.name, self.folder, self.embedder, self.config = name, Path(folder), embedder, config
         self.sealer = sealer or Sealer.plain()
+        self.embedding = embedding
+        self.closed = False
+        # Stores queued for the background embedder are numbered; a search waits for those before it.
+        self._tickets = 0  # the last number given
+        self._embedded_ticket = 0  # every store numbered up to here is embedded (or gone)
+        self._embedded = threading.Condition()
         self.lock = rwlock.RWLockWrite()
         self.log = RecordLog(self.folder / LOG_NAME, self.sealer)
         self.rows = Rows()
@@ -136,10 +148,18 @@ class Collection:
             rebuild_index(self.name, self.rows, self.vectors, self._logged_vectors)
             if self.memories:
                 self.save_index()
+        if self.rows.unembedded:  # logged, not embedded before the last stop (a crash, or a server stopped)
+            log.info("collection %s: %d memories still to embed", self.name, len(self.rows.unembedded))
+            pending = sorted(self.rows.unembedded, key=lambda memory_id: self.rows.row_of[memory_id])
+            if self.embedding is None:
+                self.embed_pending([(memory_id, 0) for memory_id in pending])
+            else:
+                self._queue_embedding(pending)
         return self
 
     def close(self) -> None:
         with self.lock.gen_wlock():
+            self.closed = True
             try:
                 if self.changes_since_save and self.vectors is not None:
                     self.save_index()
@@ -244,6 +264,8 @@ class Collection:
         """The `top_k` best memories for `query`, weighed by their lifecycle (lifecycle.adjust): superseded ones
         rank lower (or are left out: include_superseded=False), expired ones are left out unless asked for."""
         qvec = self.embedder.embed_query(query) if mode in ("hybrid", "dense") else None
+        if qvec is not None:
+            self.wait_embedded(self.config.search_waits_ms / 1000.0)
         view = LifecycleView(config=self.config, now=time.time(), include_superseded=include_superseded,
                              include_expired=include_expired, recency_weight=recency_weight,
                              private=is_private(self.config, self.name), usage=self.usage)
@@ -290,19 +312,27 @@ class Collection:
     # -- writing ------------------------------------------------------------
     def store(self, items: list[NewMemory], *, author: str, dedup: bool = True,
               editors: dict[str, list[str]] | None = None) -> list[dict]:
-        """Store `items` for `author` (one log append each, all or nothing on a refusal). An item's
+        """Store `items` for `author` (one log write for all, all or nothing on a refusal), durably: returns once
+        an fsync covers them. They are found by keyword at once and by meaning once the background embedder has
+        embedded them (`wait_embedded`; without one, each is embedded before this returns). An item's
         `supersedes` must name memories of this collection that its author may change (`editors` grants);
-        with `detect_supersession`, an older memory it restates is linked too (supersession.find_superseded).
-        A result says `"supersedes": [{"id", "how", ...}]` when a link was made."""
+        with `detect_supersession`, an older memory it restates is linked when it is embedded
+        (supersession.find_superseded). A result says `"supersedes": [{"id", "how", ...}]` when it names links."""
         for item in items:
             self._validate_new(item)
         editors = editors or {}
-        embedded = self.embedder.embed_chunks([item.content for item in items])
+        later = self.embedding is not None and hasattr(self.embedder, "chunk_counts")
+        texts = [item.content for item in items]
+        if later:
+            counts, embedded = self.embedder.chunk_counts(texts), [None] * len(items)
+        else:
+            embedded = self.embedder.embed_chunks(texts)
+            counts = [len(vecs) for vecs in embedded]
         results, puts, pending = [], [], []
         with self.lock.gen_wlock():
             now = time.time()
             batch_hashes: dict[tuple[str, str, str], str] = {}
-            for item, vecs in zip(items, embedded, strict=True):
+            for i, item in enumerate(items):
                 digest = content_hash(item.content)
                 owner = item.author or author
                 if item.memory_id and item.memory_id in self.memories:
@@ -314,29 +344,30 @@ class Collection:
                     if same:
                         results.append({"status": "duplicate", "id": same, "match": "exact"})
                         continue
-                    near = near_duplicate(self.rows, self.vectors, self._load, self.config.dedup_threshold,
-                                          item.project, owner, item.content, vecs)
-                    if near is not None:
-                        results.append({"status": "duplicate", "id": near[0], "match": "near",
-                                        "similarity": round(near[1], 4)})
-                        continue
+                    twins = word_twins(self.rows, self._load, item.project, owner, item.content) \
+                        if counts[i] == 1 else []
+                    if twins:  # close in words to one of its own: embed it now to compare the meaning
+                        if embedded[i] is None:
+                            embedded[i] = self.embedder.embed_chunks([item.content])[0]
+                        near = near_duplicate(twins, embedded[i], self._vector_of, self.config.dedup_threshold)
+                        if near is not None:
+                            results.append({"status": "duplicate", "id": near[0], "match": "near",
+                                            "similarity": round(near[1], 4)})
+                            continue
+                vecs = embedded[i]
                 memory_id = item.memory_id or new_id()
                 created = item.created if item.created is not None else now
                 links = [LinkChange(action="linked", target=target, by=owner, at=now, how="explicit")
                          for target in explicit]
                 made = [{"id": target, "how": "explicit"} for target in explicit]
-                if item.detect_supersession and not explicit and self._may_detect(item):
-                    found = find_superseded(self.rows, self.vectors, self.config, project=item.project, author=owner,
-                                            editors=editors, created=created, content=item.content, vecs=vecs,
-                                            load_content=lambda old_id: self._load(old_id).content)
+                detect = bool(item.detect_supersession and not explicit and self._may_detect(item))
+                if detect and vecs is not None:  # embedded already: look now
+                    found = self._find_superseded(item.project, owner, editors, created, item.content, vecs)
                     if found is not None:
-                        explicit = [found.id]
-                        detail = f"similarity {found.similarity:.2f}; shared terms: {', '.join(found.shared_terms)}"
-                        links = [LinkChange(action="linked", target=found.id, by=owner, at=now, how="detected",
-                                            detail=detail)]
-                        made = [{"id": found.id, "how": "detected", "similarity": found.similarity,
-                                 "shared_terms": found.shared_terms}]
-                labels = self.rows.new_labels(len(vecs))
+                        links, made = [found[0]], [found[1]]
+                        explicit = [found[0].target]
+                    detect = False
+                labels = self.rows.new_labels(counts[i])
                 memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
                                 tags=item.tags, author=owner, editor=item.editor or owner,
                                 collection=self.name, created=created, updated=created, content_hash=digest,
@@ -344,16 +375,103 @@ class Collection:
                                 consolidates=list(item.consolidates), valid_until=item.valid_until,
                                 review_after=item.review_after)
                 batch_hashes[(item.project, owner, digest)] = memory_id
-                puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
-                pending.append((memory, vecs))
+                if vecs is None:
+                    puts.append(Put(memory=memory, vectors=b"", detect=detect))
+                    pending.append((memory, np.zeros((0, self.embedder.dim), dtype=np.float32)))
+                else:
+                    puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
+                    pending.append((memory, vecs))
                 result = {"status": "stored", "id": memory_id, "chunks": len(labels)}
                 if made:
                     result["supersedes"] = made
                 results.append(result)
-            self._commit(puts, pending)
+            end = self._commit(puts, pending, sync=False)
+            waiting = [memory.id for memory, vecs in pending if len(vecs) == 0]
+            if waiting:
+                self._queue_embedding(waiting)
+        self._sync(end, [put.memory.id for put in puts])
         if len(items) >= 64:  # a bulk store leaves its batch garbage behind
             release_freed_memory()
         return results
+
+    def _find_superseded(self, project: str, owner: str, editors: dict[str, list[str]], created: float,
+                         content: str, vecs: np.ndarray) -> tuple[LinkChange, dict] | None:
+        """The link a new memory makes to an older one it restates (find_superseded), and how a store result
+        names it; None when there is none. Write lock held."""
+        found = find_superseded(self.rows, self.vectors, self.config, project=project, author=owner,
+                                editors=editors, created=created, content=content, vecs=vecs,
+                                load_content=lambda old_id: self._load(old_id).content)
+        if found is None:
+            return None
+        detail = f"similarity {found.similarity:.2f}; shared terms: {', '.join(found.shared_terms)}"
+        change = LinkChange(action="linked", target=found.id, by=owner, at=time.time(), how="detected",
+                            detail=detail)
+        return change, {"id": found.id, "how": "detected", "similarity": found.similarity,
+                        "shared_terms": found.shared_terms}
+
+    def _vector_of(self, memory_id: str) -> np.ndarray:
+        """A live memory's vectors: logged, or made now when it is not embedded yet. Lock held."""
+        if memory_id in self.rows.unembedded:
+            return self.embedder.embed_chunks([self._load(memory_id).content])[0]
+        return self._logged_vectors(memory_id)
+
+    # -- the background embedder's side ----------------------------------------
+    def _queue_embedding(self, memory_ids: list[str]) -> None:
+        """Number `memory_ids` (logged without vectors) and hand them to the background embedder. Write lock
+        held (or the collection is opening)."""
+        first = self._tickets + 1
+        self._tickets += len(memory_ids)
+        self.embedding.submit(self, list(zip(memory_ids, range(first, self._tickets + 1))))
+
+    def embed_pending(self, items: list[tuple[str, int]]) -> int:
+        """Embed the memories `items` names (id, ticket) that still have no vectors, log each again with its
+        vectors (and a detected supersession link, when its store asked for one) and put them in the index.
+        The background embedder calls this; returns how many were embedded. Items that were deleted or changed
+        meanwhile are skipped (a changed text is queued by the write that changed it)."""
+        with self.lock.gen_rlock():
+            wanted = [(memory_id, self._entry(memory_id)) for memory_id, _ in items
+                      if memory_id in self.rows.unembedded]
+        done = 0
+        if wanted:
+            vectors = self.embedder.embed_chunks([entry.memory.content for _, entry in wanted])
+            with self.lock.gen_wlock():
+                if self.closed:
+                    raise UserError(f"collection {self.name!r} was closed")
+                puts, pending = [], []
+                for (memory_id, entry), vecs in zip(wanted, vectors, strict=True):
+                    if memory_id not in self.rows.unembedded:
+                        continue
+                    current = self._entry(memory_id)  # a lifecycle change may have logged it again meanwhile
+                    memory = current.memory
+                    if memory.content_hash != entry.memory.content_hash or len(vecs) != len(memory.labels):
+                        continue
+                    if current.detect and not memory.supersedes:
+                        found = self._find_superseded(memory.project, memory.author,
+                                                      editors_in(self.config, self.name), memory.created,
+                                                      memory.content, vecs)
+                        if found is not None:
+                            memory = msgspec.structs.replace(memory, supersedes=[found[0].target],
+                                                             link_history=[*memory.link_history, found[0]])
+                    puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
+                    pending.append((memory, vecs))
+                self._commit(puts, pending, sync=False)  # derived: a crash before an fsync embeds it again
+                done = len(puts)
+        self._mark_embedded(max(ticket for _, ticket in items))
+        return done
+
+    def _mark_embedded(self, ticket: int) -> None:
+        with self._embedded:
+            self._embedded_ticket = max(self._embedded_ticket, ticket)
+            self._embedded.notify_all()
+
+    def wait_embedded(self, timeout: float | None = None) -> bool:
+        """Wait until every memory stored before this call is embedded (searchable by meaning); False if
+        `timeout` (seconds) passed first. Returns at once without a background embedder."""
+        target = self._tickets
+        if self._embedded_ticket >= target or self.embedding is None:
+            return True
+        with self._embedded:
+            return self._embedded.wait_for(lambda: self._embedded_ticket >= target or self.closed, timeout)
 
     def update(self, memory_id: str, *, editor: str, editors: dict[str, list[str]], content: str | None = None,
                tags: list[str] | None = None, type: str | None = None, project: str | None = None,
@@ -560,8 +678,9 @@ class Collection:
     def _rewrite(self, memory: Memory) -> Memory:
         """Log `memory` with only lifecycle fields changed: same version, text, labels and vectors. Write lock
         held."""
-        vecs = self._logged_vectors(memory.id)
-        self._commit([Put(memory=memory, vectors=vecs.tobytes())], [(memory, vecs)])
+        entry = self._entry(memory.id)  # not embedded yet: it stays so, still asking for detection if it did
+        vecs = matrix(entry.vectors, self.embedder.dim)
+        self._commit([Put(memory=memory, vectors=entry.vectors, detect=entry.detect)], [(memory, vecs)])
         return memory
 
     def _check_supersedes(self, item: NewMemory, owner: str, editors: dict[str, list[str]]) -> list[str]:
@@ -585,32 +704,67 @@ class Collection:
         return (self.config.supersede_detect and not is_private(self.config, self.name)
                 and item.type not in BOOTSTRAP_TYPES and item.type != CONSOLIDATED_TYPE)
 
-    def _commit(self, puts: list[Put], pending: list[tuple[Memory, np.ndarray]]) -> None:
-        """Log durably, then apply to the rows and the index. Caller holds the write lock."""
+    def _commit(self, puts: list[Put], pending: list[tuple[Memory, np.ndarray]], *, sync: bool = True) -> int:
+        """Log, then apply to the rows and the index; returns the log offset after the entries. With `sync`, the
+        entries are durable on return; without, the caller releases the lock and calls `_sync` with that offset
+        before acknowledging them. A memory whose `vecs` are empty (none of its labels) waits for the background
+        embedder. Caller holds the write lock."""
         if not puts:
-            return
-        spans = self._append(puts)  # raises: nothing applied, nothing acknowledged
+            return 0
+        spans = self._append(puts, sync=sync)  # raises: nothing applied, nothing acknowledged
         for (memory, vecs), span in zip(pending, spans, strict=True):
             if memory.id in self.memories:
                 self.log.dead_bytes += self.rows.span_bytes(memory.id)
-            old, head = self.rows.put(memory, span)
-            if old is None or old.labels != memory.labels:
-                if old is not None:
-                    self.vectors.remove(old.labels)
+            was_pending = memory.id in self.rows.unembedded
+            embedded = len(vecs) == len(memory.labels)
+            old, head = self.rows.put(memory, span, embedded=embedded)
+            if old is not None and old.labels != memory.labels:
+                self.vectors.remove(old.labels)  # labels never embedded are not in the graph: nothing to do
+            if not embedded:
+                continue
+            if old is None or old.labels != memory.labels or was_pending:
                 self.vectors.add(memory.labels, vecs)
             elif old.dedup_key != head.dedup_key:  # new text (or project) under the same labels
                 self.vectors.replace(memory.labels, vecs)
         self.changes_since_save += len(puts)
         self._maintain()
+        return spans[-1][1]
 
-    def _append(self, entries: list) -> list[tuple[int, int]]:
-        """Log durably. A failed write (disk full, I/O error) leaves the log as it was and is reported as
-        a UserError saying nothing was stored."""
+    def _append(self, entries: list, *, sync: bool = True) -> list[tuple[int, int]]:
+        """Log (durably with `sync`). A failed write (disk full, I/O error) leaves the log as it was and is
+        reported as a UserError saying nothing was stored."""
         try:
-            return self.log.append(entries)
+            return self.log.append(entries) if sync else self.log.write(entries)
         except OSError as exc:
             log.error("collection %s: could not append to %s: %s", self.name, self.log.path, exc)
+            if sync:
+                self._recover_log()
             raise WriteFailed(write_failed(self.folder, exc, "nothing was stored or changed")) from None
+
+    def _sync(self, end: int, stored: list[str]) -> None:
+        """Return once the log is on the disk up to `end` (group commit: log.sync_to). No lock held. If the
+        fsync fails, the log is cut back to its last fsynced frame and the memories `stored` (written by the
+        caller, applied already) are taken out again: the caller is told nothing was stored, and nothing was."""
+        if not end:
+            return
+        try:
+            self.log.sync_to(end)
+        except OSError as exc:
+            log.error("collection %s: could not fsync %s: %s", self.name, self.log.path, exc)
+            with self.lock.gen_wlock():
+                self._recover_log()
+                for memory_id in stored:
+                    if memory_id in self.memories and self.rows.span(memory_id)[1] > self.log.synced:
+                        self.vectors.remove(self.rows.remove(memory_id).labels)
+            raise WriteFailed(write_failed(self.folder, exc, "nothing was stored")) from None
+
+    def _recover_log(self) -> None:
+        """Cut the log back to its last fsynced frame after a failed fsync (log.recover). Write lock held."""
+        try:
+            self.log.recover()
+        except OSError as exc:
+            log.error("collection %s: could not cut %s back after a failed fsync (%s); it takes no writes until "
+                      "the server is restarted", self.name, self.log.path, exc)
 
     def _maintain(self) -> None:
         """Compact the log when most of it is superseded; save the index now and then. Write lock held.

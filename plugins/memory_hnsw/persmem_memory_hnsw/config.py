@@ -137,6 +137,14 @@ class MemoryConfig(ConfigSection):
                                                   "statements, best first, until this is reached).")
     ] = 2000
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
+    embed_batch: Annotated[
+        int, Meta(ge=1, le=1024, description="Stores are acknowledged once logged and embedded in the background, "
+                                             "up to this many at a time.")
+    ] = 64
+    search_waits_ms: Annotated[
+        int, Meta(ge=0, le=60_000, description="A search waits at most this long for the memories stored before "
+                                               "it to be embedded (then it ranks them by keyword only).")
+    ] = 2000
     max_concurrent_per_agent: Annotated[
         int, Meta(ge=1, description="Memory tool calls one agent may have running at once (the server runs up to "
                                     "8 per plugin); more are refused until one ends, so one agent's bulk stores "

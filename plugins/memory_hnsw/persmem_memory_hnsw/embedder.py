@@ -212,6 +212,11 @@ class OnnxEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
+    def chunk_counts(self, texts: list[str]) -> list[int]:
+        """How many vectors `embed_chunks` gives each text (its token windows), without running the model."""
+        self.load()
+        return [len(self._windows(t)) for t in texts]
+
     def embed_chunks(self, texts: list[str], batch_size: int = 32) -> list[np.ndarray]:
         """One (n_windows, dim) array per text; long texts get several windows."""
         self.load()

@@ -5,7 +5,12 @@ Append-only frames `[u32 length][u32 crc32][payload]`, the payload a MessagePack
 stored, so telling an intact frame from a torn one needs no key (backups copy up to the last intact frame without
 one), and plaintext frames written before encryption was switched on still read beside sealed ones. An append
 returns only after the bytes and the file are fsynced, so an acknowledged write survives kill -9 (and power loss,
-where the disk honours fsync). On open, frames are replayed up to the last intact one; a torn or corrupt tail is
+where the disk honours fsync). Writers that come together share one fsync (group commit): each writes its frames
+under the collection's lock (`write`), then, outside it, waits until an fsync has covered them (`sync_to`): the
+first to arrive fsyncs for everyone whose frames were written by then. A failed fsync leaves no way to tell which
+of the frames written since the last good one are on the disk: the log refuses writes until `recover` (called
+under the collection's write lock) has cut it back to the last fsynced frame, and every writer whose frames were
+after it is told nothing was stored. On open, frames are replayed up to the last intact one; a torn or corrupt tail is
 cut off (and kept aside in `<name>.torn-<time>` for inspection, sealed whole when encryption is on), so the log
 always opens. An intact frame that does not open (its key is not on hand, or it was changed on disk) is never
 taken for a torn tail: it stops the open with a SealingError, before anything is written. Compaction rewrites the
@@ -18,6 +23,7 @@ import errno
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Iterable, Iterator
@@ -131,6 +137,9 @@ class RecordLog:
         self._fd: int | None = None
         self.size = 0
         self.dead_bytes = 0  # bytes of superseded entries, for compaction decisions
+        self.synced = 0  # the log is on the disk up to here (fsynced)
+        self._sync_lock = threading.Lock()  # one fsync at a time; taken also while the file is swapped or closed
+        self._broken: OSError | None = None  # a failed fsync: nothing more is written until the log is reopened
 
     def open_and_replay(self) -> Iterator[tuple[int, int, object]]:
         """Replay every intact entry, cut a torn tail, then open for appends."""
@@ -149,18 +158,30 @@ class RecordLog:
                 f.truncate(good_end)
                 os.fsync(f.fileno())
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        self.size = good_end
+        self.size = self.synced = good_end
+        self._broken = None
         fsync_dir(self.path.parent)
 
     def append(self, entries: Iterable) -> list[tuple[int, int]]:
-        """Write entries durably; returns their (offset, end). Raises OSError and writes nothing visible on failure."""
+        """Write entries durably; returns their (offset, end). Raises OSError and writes nothing visible on failure.
+        (`write` + `sync_to`, for a caller that holds no lock the other writers wait for.)"""
+        spans = self.write(entries)
+        if spans:
+            self.sync_to(spans[-1][1])
+        return spans
+
+    def write(self, entries: Iterable) -> list[tuple[int, int]]:
+        """Write entries (not yet durable: `sync_to` their end before acknowledging them); returns their (offset,
+        end). The caller holds the collection's write lock. Raises OSError and leaves the log as it was on
+        failure."""
         assert self._fd is not None, "log not open"
+        if self._broken is not None:
+            self.recover()
         frames = [encode_frame(e, self.sealer) for e in entries]
         blob = b"".join(frames)
         start = self.size
         try:
             write_all(self._fd, blob)  # a short write is followed by the error that stopped it (ENOSPC...)
-            os.fsync(self._fd)
         except OSError:
             # Never leave a partial frame behind an acknowledged one.
             try:
@@ -174,6 +195,42 @@ class RecordLog:
             pos += len(frame)
         self.size = pos
         return spans
+
+    def sync_to(self, end: int) -> None:
+        """Return once the log is on the disk at least up to `end` (an offset `write` returned): one fsync covers
+        every frame written before it, so writers arriving together share it. OSError if the fsync failed, or if
+        the frames up to `end` were cut off after one failed (`recover`): they are not stored."""
+        if self.synced >= end:
+            return
+        with self._sync_lock:
+            if self.synced >= end:
+                return
+            if self._broken is not None:
+                raise self._broken
+            covered = self.size  # written before this fsync starts: all of it is on the disk when it returns
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._broken = exc
+                log.error("%s: fsync failed (%s); refusing writes until the log is cut back to %d bytes",
+                          self.path, exc, self.synced)
+                raise
+            self.synced = max(self.synced, covered)
+            if self.synced < end:
+                raise OSError(errno.EIO, "an fsync failed before this write was on the disk, so it was cut off")
+
+    def recover(self) -> None:
+        """After a failed fsync: cut the log back to the last fsynced frame and confirm that on the disk, so the
+        log holds exactly what was acknowledged; writes are taken again. The caller holds the collection's write
+        lock (no frame is being written). Raises OSError, and the log keeps refusing writes, if that fails too."""
+        with self._sync_lock:
+            if self._broken is None:
+                return
+            os.ftruncate(self._fd, self.synced)
+            self.size = self.synced
+            os.fsync(self._fd)
+            self._broken = None
+            log.warning("%s: cut back to %d bytes after a failed fsync; writes are taken again", self.path, self.size)
 
     def read(self, start: int, end: int) -> bytes:
         """The bytes of one frame, by its span."""
@@ -198,18 +255,26 @@ class RecordLog:
         except BaseException:
             tmp.unlink(missing_ok=True)  # the old log is untouched; do not leave a half copy taking the space
             raise
-        self.close()
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
-        self.size = size
-        self.dead_bytes = 0
+        with self._sync_lock:  # no fsync runs on the old file's descriptor while it is swapped
+            if self._fd is not None:
+                os.close(self._fd)
+            os.replace(tmp, self.path)
+            fsync_dir(self.path.parent)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+            self.size = self.synced = size
+            self.dead_bytes = 0
         return spans
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._sync_lock:
+            if self._fd is not None:
+                if self._broken is None and self.synced < self.size:
+                    try:
+                        os.fsync(self._fd)
+                    except OSError as exc:
+                        log.error("%s: fsync on close failed (%s)", self.path, exc)
+                os.close(self._fd)
+                self._fd = None
 
 
 def write_failed(folder: Path, exc: OSError, outcome: str) -> str:

@@ -214,11 +214,14 @@ def dedup_key(project: str, author: str, digest: str) -> int:
                           "little")
 
 
-class Put(msgspec.Struct, tag="put", kw_only=True):
-    """The memory's current state, with its chunk vectors (float32, one row per label)."""
+class Put(msgspec.Struct, tag="put", kw_only=True, omit_defaults=True):
+    """The memory's current state, with its chunk vectors (float32, one row per label). A store is logged before
+    it is embedded: `vectors` is then empty (its labels are reserved) and the background embedder logs it again
+    with them (embedding.py); `detect` asks it to look for an older memory this one restates when it does."""
 
     memory: Memory
     vectors: bytes
+    detect: bool = False
 
 
 class Delete(msgspec.Struct, tag="del", kw_only=True):

@@ -27,6 +27,7 @@ from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, missing_key
 
 from .collection import Collection, Hit
 from .config import MemoryConfig
+from .embedding import BackgroundEmbedder
 from .log import HEADER, LOG_NAME, MAX_FRAME, write_failed
 from .query import Filters, shown
 from .records import public
@@ -79,8 +80,11 @@ def new_service(host) -> MemoryService:
 
 
 def open_service(host) -> MemoryService:
-    """A service of its own, locked and loaded now, for a CLI command (stop it when the command ends)."""
-    return new_service(host).start()
+    """A service of its own, locked and loaded now, for a CLI command (stop it when the command ends: that waits
+    until what it stored is embedded)."""
+    service = new_service(host)
+    service.drain_on_stop = True
+    return service.start()
 
 
 def service(host) -> MemoryService:
@@ -144,6 +148,10 @@ class MemoryService:
         self._failure: str | None = None  # what callers are told when the background load failed
         self._loader: threading.Thread | None = None
         self._consolidation = None  # the idle-time ConsolidationJob (the server's only; consolidate.py)
+        # Embeds stores after they are acknowledged (embedding.py). A server stops it without waiting (what is
+        # left is embedded at the next start); a CLI command's service waits for it (`drain_on_stop`).
+        self.embedding = BackgroundEmbedder(batch=config.embed_batch) if embedder is not None else None
+        self.drain_on_stop = False
 
     def start(self) -> MemoryService:
         """Take the store and load everything now (the CLI's way)."""
@@ -209,6 +217,8 @@ class MemoryService:
 
     def load(self) -> None:
         self.embedder.load()
+        if self.embedding is not None and not self.embedding.running:
+            self.embedding.start()
         for path in self._collection_folders():
             self.collection(path.name)
         self._ready.set()
@@ -232,6 +242,8 @@ class MemoryService:
         if self._consolidation is not None:  # before the collections close under it
             self._consolidation.stop()
             self._consolidation = None
+        if self.embedding is not None:
+            self.embedding.stop(drain=self.drain_on_stop)
         for collection in self._collections.values():
             collection.close()
         self._collections.clear()
@@ -251,7 +263,7 @@ class MemoryService:
             if name not in self._collections:
                 try:
                     self._collections[name] = Collection(name, self.folder / name, self.embedder, self.config,
-                                                         self.sealer).open()
+                                                         self.sealer, self.embedding).open()
                 except OSError as exc:  # a new collection on a full or read-only disk
                     logging.getLogger("persmem.memory").error("collection %s could not be opened: %s", name, exc)
                     raise UserError(write_failed(self.folder, exc, f"collection {name!r} could not be opened")) from None
