@@ -138,6 +138,9 @@ def save(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, log_off
     path = checkpoint_path(folder)
     if rows in _diverged:  # rows renumbered by a compaction or reindex: saved again after the next open
         return
+    ends_there = np.flatnonzero(rows.log_end[: len(rows)] == log_offset)  # most often the latest put's frame
+    if len(ends_there):
+        _hint[str(log_path)] = (int(rows.log_start[ends_there[-1]]), log_offset)
     boundary = _boundary(log_path, log_offset)
     if boundary is None:  # the log does not end a frame there (it should): no checkpoint rather than a wrong one
         drop(folder)
