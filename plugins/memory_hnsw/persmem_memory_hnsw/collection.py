@@ -296,7 +296,7 @@ class Collection:
         with self.lock.gen_rlock():
             counts = summarize(m for m in self.memories.values() if project is None or m.project == project)
             return {"collection": self.name, **counts, "log_bytes": self.log.size,
-                    "embedding_model": self.embedder.model_id}
+                    "embedding_model": self.embedder.model_id, "not_embedded_yet": len(self.rows.unembedded)}
 
     def names_in_use(self) -> dict[str, set[str]]:
         """The projects, types, authors and tags the live memories use (for "did you mean" hints)."""
@@ -437,7 +437,6 @@ class Collection:
             with self.lock.gen_wlock():
                 if self.closed:
                     raise UserError(f"collection {self.name!r} was closed")
-                puts, pending = [], []
                 for (memory_id, entry), vecs in zip(wanted, vectors, strict=True):
                     if memory_id not in self.rows.unembedded:
                         continue
@@ -452,10 +451,11 @@ class Collection:
                         if found is not None:
                             memory = msgspec.structs.replace(memory, supersedes=[found[0].target],
                                                              link_history=[*memory.link_history, found[0]])
-                    puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
-                    pending.append((memory, vecs))
-                self._commit(puts, pending, sync=False)  # derived: a crash before an fsync embeds it again
-                done = len(puts)
+                    # One at a time, so a memory of this batch restates the ones before it. Not fsynced here: the
+                    # vectors are derived, and a crash before the next fsync only has it embedded again.
+                    self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)],
+                                 sync=False)
+                    done += 1
         self._mark_embedded(max(ticket for _, ticket in items))
         return done
 

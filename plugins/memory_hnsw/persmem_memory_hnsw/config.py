@@ -135,7 +135,7 @@ class MemoryConfig(ConfigSection):
     consolidate_max_chars: Annotated[
         int, Meta(ge=500, le=20_000, description="Longest consolidated memory, in characters (its representative "
                                                   "statements, best first, until this is reached).")
-    ] = 2000
+    ] = 5000
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
     embed_batch: Annotated[
         int, Meta(ge=1, le=1024, description="Stores are acknowledged once logged and embedded in the background, "

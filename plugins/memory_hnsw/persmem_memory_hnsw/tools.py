@@ -67,11 +67,12 @@ def memory_store(
     - valid_until: an ISO date or time (2026-12-31) after which this memory is expired: hidden from searches
       unless asked for (a date alone means through that day). review_after: after it, the memory is marked
       review_due (still found), to be checked.
-    When you restate something you stored earlier in the same project without naming it in supersedes, the
-    server may link the two itself: the reply's `supersedes` then names the older memory, how ("detected"), the
-    similarity and the shared words. If that link is wrong, memory_unlink(memory_id=<this id>) undoes it.
-    Returns {"status": "stored"|"duplicate", "id": ..., "supersedes"?: [...]}. The author is you (the calling
-    agent).
+    The memory is stored (durably) when this returns and found by keyword at once; its meaning is indexed a
+    moment later, and a memory_search waits for that. When you restate something you stored earlier in the same
+    project without naming it in supersedes, the server may then link the two itself: memory_get shows the link
+    (how: "detected", the similarity and the shared words); if it is wrong, memory_unlink(memory_id=<this id>)
+    undoes it. Returns {"status": "stored"|"duplicate", "id": ..., "supersedes"?: [...]} (`supersedes`: the
+    links you asked for). The author is you (the calling agent).
     """
     config = call.host.section("memory")
     if memory_id:
@@ -295,6 +296,11 @@ def memory_search(
     if col is not None:  # what the caller was shown counts as retrieved (best-effort statistics, never logged)
         col.record_retrievals([item["id"] for item in reply["results"] if not item.get("session_turn")],
                               by=call.agent)  # your own memories' rank is not raised by your own searches
+    waiting = 0 if col is None or mode == "lexical" else len(col.rows.unembedded)
+    if waiting:  # the search waited [memory] search_waits_ms for them, and a bulk store is still being embedded
+        lag = (f"{waiting} memories stored moments ago are still being indexed by meaning: until then they are "
+               "found by keyword only.")
+        reply["note"] = f"{reply['note']} {lag}" if reply.get("note") else lag
     if not hits and asked.active() and col is not None:
         hint = _unknown_names_hint(col, asked, config, call.agent)
         if hint:
@@ -356,6 +362,8 @@ def memory_get(memory_id: str, collection: str = "memories", include_history: bo
     undone: by whom, when, how, why) and its feedback entries. `author` is who wrote the memory, `editor` who
     made each version (null: not recorded, an older store). A superseded memory stays readable here, whole."""
     col = _service(call).collection(collection)
+    if memory_id in col.rows.unembedded:  # just stored: a link its embedding may make is part of the answer
+        col.wait_embedded(col.config.search_waits_ms / 1000.0)
     memory = col.get(memory_id)
     check_visible(call.host.section("memory"), collection, call.agent, memory, memory_id)
     result = public(memory)

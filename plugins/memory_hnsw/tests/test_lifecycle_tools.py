@@ -29,6 +29,14 @@ def by_id(reply: dict) -> dict[str, dict]:
     return {item["id"]: item for item in reply["results"]}
 
 
+def links_made(server, memory_id: str, agent="kite") -> list[dict]:
+    """The links a stored memory made, as memory_get shows them once it is embedded (a restatement is detected
+    then, after the store was acknowledged; memory_get waits for that): [{"target", "how", "detail"}]."""
+    memory = call(server, "memory_get", agent=agent, memory_id=memory_id, include_history=True)
+    return [{"target": c["target"], "how": c["how"], "detail": c["detail"]} for c in memory["link_history"]
+            if c["action"] == "linked" and c["target"] in memory["supersedes"]]
+
+
 def ids(reply: dict) -> list[str]:
     return [item["id"] for item in reply["results"]]
 
@@ -42,10 +50,11 @@ def test_a_restated_fact_is_linked_ranked_first_marked_and_the_link_can_be_undon
     old = call(shared_server, "memory_store", content=OLD_FACT, project=project, tags="staging,db")["id"]
     stored = call(shared_server, "memory_store", content=NEW_FACT, project=project, tags="staging")
     new = stored["id"]
-    [link] = stored["supersedes"]
-    assert link["id"] == old and link["how"] == "detected" and link["similarity"] >= 0.7
-    assert len(link["shared_terms"]) >= 2
-    assert f"memory_unlink(memory_id={new!r})" in stored["note"]
+    assert "supersedes" not in stored  # detected once it is embedded, after the store was acknowledged
+    [link] = links_made(shared_server, new)
+    assert link["target"] == old and link["how"] == "detected"
+    similarity, terms = link["detail"].split("; shared terms: ")
+    assert float(similarity.removeprefix("similarity ")) >= 0.7 and len(terms.split(", ")) >= 2
 
     question = "which database does the staging environment use"
     found = call(shared_server, "memory_search", query=question, project=project, agent="wren")
@@ -84,10 +93,10 @@ def test_the_older_side_can_be_unlinked_and_a_restatement_by_another_agent_is_no
                project=project)["id"]
     by_wren = call(shared_server, "memory_store", content="The team standup moved to 10:00 every weekday.",
                    project=project, agent="wren")
-    assert "supersedes" not in by_wren  # wren may not change kite's memory, so its restatement links nothing
+    assert not links_made(shared_server, by_wren["id"], agent="wren")  # wren may not change kite's memory
     mine = call(shared_server, "memory_store", content="The team standup moved to 10:15 every weekday.",
                 project=project)
-    assert [link["id"] for link in mine["supersedes"]] == [old]
+    assert [link["target"] for link in links_made(shared_server, mine["id"])] == [old]
     undone = call(shared_server, "memory_unlink", memory_id=old)  # from the older side
     assert undone == {"status": "unlinked", "id": mine["id"], "unlinked": [old], "supersedes": []}
     with pytest.raises(ToolCallError, match=old):
@@ -104,6 +113,7 @@ def test_over_stdio_a_restatement_is_linked_and_unlinked_the_same_way(persmem_st
 
             old = (await use("memory_store", content=OLD_FACT, project="lc-stdio"))["id"]
             new = await use("memory_store", content=NEW_FACT, project="lc-stdio")
+            new.update(await use("memory_get", memory_id=new["id"]))  # waits for its embedding (and detection)
             found = await use("memory_search", query="staging database", project="lc-stdio")
             undone = await use("memory_unlink", memory_id=old)
             handoffs = [await use("memory_store", project="lc-stdio", memory_type="handoff", content=text, **extra)
@@ -113,7 +123,7 @@ def test_over_stdio_a_restatement_is_linked_and_unlinked_the_same_way(persmem_st
             return old, new, found, undone, handoffs, boot
 
     old, new, found, undone, handoffs, boot = anyio.run(session)
-    assert new["supersedes"][0]["id"] == old and by_id(found)[old]["superseded_by"] == new["id"]
+    assert new["supersedes"] == [old] and by_id(found)[old]["superseded_by"] == new["id"]
     assert undone["unlinked"] == [old]
     assert [h["id"] for h in boot["handoffs"]] == [handoffs[0]["id"]]  # the expired one is left out
 
@@ -237,7 +247,7 @@ def test_supersession_counts_in_stats_and_lists_the_new_tools(shared_server):
                project=project)["id"]
     new = call(shared_server, "memory_store", content="The API gateway now listens on port 9090 behind nginx.",
                project=project)
-    assert [link["id"] for link in new["supersedes"]] == [old]
+    assert [link["target"] for link in links_made(shared_server, new["id"])] == [old]
     stats = call(shared_server, "memory_stats", project=project)
     assert (stats["count"], stats["superseded"], stats["consolidated"]) == (2, 1, 0)
     tools = {t.name: t for t in shared_server.list_tools(agent="kite")}
@@ -285,7 +295,7 @@ def test_briefing_and_recall_never_offer_superseded_or_expired_memories(shared_s
                content="The nightly backup job writes to the S3 bucket acme-backups.")["id"]
     new = call(shared_server, "memory_store", project=project,
                content="The nightly backup job now writes to the B2 bucket acme-archive.")
-    assert [link["id"] for link in new["supersedes"]] == [old]
+    assert [link["target"] for link in links_made(shared_server, new["id"])] == [old]
     gone = call(shared_server, "memory_store", project=project, valid_until="2020-01-01",
                 content="The nightly backup job also copies every archive to the tape drive T7.")["id"]
     handoff = call(shared_server, "memory_store", project=project, memory_type="handoff",

@@ -3,6 +3,7 @@ real server and a real MCP client (issue 15). Grouped by what they refuse: overs
 replies, silent empty results for names that do not exist, contradictory arguments."""
 
 import json
+import time
 
 import anyio
 import pytest
@@ -24,6 +25,14 @@ def raw_call(server, tool: str, args: dict, agent: str = "kite") -> tuple[str, d
     if result.is_error:
         raise ToolCallError(text)
     return text, json.loads(text)
+
+
+def embedded(server, timeout: float = 60.0) -> None:
+    """Wait until every memory stored so far has its vector (memory_stats counts those still waiting)."""
+    deadline = time.monotonic() + timeout
+    while server.call_tool("memory_stats", {}, agent="kite")["not_embedded_yet"]:
+        assert time.monotonic() < deadline, "the background embedder did not catch up"
+        time.sleep(0.05)
 
 
 def store(server, content: str, project: str, agent: str = "kite", **extra) -> str:
@@ -106,6 +115,7 @@ def test_tail_hits_far_below_the_best_are_left_out(shared_server):
     store(shared_server, "Quarterly penguin census: 412 emperor penguins counted on the ice shelf.", "census")
     for i in range(8):
         store(shared_server, f"Unrelated reminder {i}: water the office ferns on Fridays.", "census")
+    embedded(shared_server)  # the floor is about fused scores: every memory of the shared store has its vector
     _, reply = raw_call(shared_server, "memory_search", {"query": "emperor penguin census count", "project": "census",
                                                           "top_k": 10, "verbose": True})
     scores = [r["score"] for r in reply["results"]]
