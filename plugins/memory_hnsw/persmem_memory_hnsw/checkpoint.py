@@ -50,7 +50,7 @@ log = logging.getLogger("persmem.memory")
 CHECKPOINT_NAME = "checkpoint.bin"
 META_SUFFIX = ".meta.json"
 PURPOSE = b"memory.checkpoint"  # what the checkpoint is sealed as
-FORMAT = 1  # raise when State or the arrays change meaning: older checkpoints are then ignored
+FORMAT = 2  # raise when State or the arrays change meaning: older checkpoints are then ignored
 MAGIC = b"PMCKPT\x00\x01"
 _LENGTH = struct.Struct("<Q")
 
@@ -83,8 +83,11 @@ class State(msgspec.Struct, kw_only=True):
     dim: int
     log_offset: int
     dead_bytes: int
+    # Heads without their repeated strings (project, type, author: "" and tags: (), which decode to no new
+    # object): those come from the rows' code columns and the arrays "tag_counts"/"tag_ids" (into `strings`), so
+    # a load makes no string it then drops (freed small objects scattered among the heads stay resident).
     at_row: list[Head | None]
-    by_hash: dict[int, str]
+    by_hash_other: dict[int, str]  # by_hash entries whose id is not live (none expected); the rest are arrays
     tag_rows: dict[str, set[int]]
     next_label: int
     unembedded: set[str]
@@ -156,6 +159,33 @@ def save(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, log_off
     used_labels = _used(vectors._scale)
     arrays.append(("_q", vectors._q, used_labels))
     arrays.append(("_scale", vectors._scale, used_labels))
+    # Heads as stored: their repeated strings left out (see State.at_row); tags as string numbers.
+    number = {value: i for i, value in enumerate(rows._strings)}
+    tag_counts = np.zeros(len(rows.at_row), dtype=np.int32)
+    tag_ids: list[int] = []
+    bare: list[Head | None] = []
+    blank = {"project": "", "type": "", "author": "", "tags": ()}
+    for row, head in enumerate(rows.at_row):
+        if head is None:
+            bare.append(None)
+            continue
+        if head.tags:
+            tag_counts[row] = len(head.tags)
+            tag_ids.extend(number[tag] for tag in head.tags)
+        bare.append(msgspec.structs.replace(head, **blank))
+    arrays.append(("tag_counts", tag_counts, len(tag_counts)))
+    arrays.append(("tag_ids", np.array(tag_ids, dtype=np.int32), len(tag_ids)))
+    row_of = rows.row_of
+    hash_keys, hash_rows, hash_other = [], [], {}  # no tuple per entry: 100,000 of them wake the cyclic collector
+    for key, memory_id in rows.by_hash.items():
+        row = row_of.get(memory_id)
+        if row is None:
+            hash_other[key] = memory_id
+        else:
+            hash_keys.append(key)
+            hash_rows.append(row)
+    arrays.append(("by_hash_keys", np.array(hash_keys, dtype=np.uint64), len(hash_keys)))
+    arrays.append(("by_hash_rows", np.array(hash_rows, dtype=np.int32), len(hash_rows)))
     table, position = [], 0
     for name, values, used in arrays:
         nbytes = used * (values.itemsize * int(np.prod(values.shape[1:], dtype=np.int64)))
@@ -164,7 +194,7 @@ def save(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, log_off
         position += nbytes
     state = State(
         format=FORMAT, model_id=model_id, dim=vectors.dim, log_offset=log_offset, dead_bytes=dead_bytes,
-        at_row=rows.at_row, by_hash=rows.by_hash, tag_rows=rows.tag_rows, next_label=rows.next_label,
+        at_row=bare, by_hash_other=hash_other, tag_rows=rows.tag_rows, next_label=rows.next_label,
         unembedded=rows.unembedded, successor_of=rows.successor_of, consolidated_into=rows.consolidated_into,
         successors=rows._successors, consolidators=rows._consolidators, undone_links=rows.undone_links,
         projects=rows.projects.code, types=rows.types.code, authors=rows.authors.code, strings=list(rows._strings),
@@ -421,21 +451,32 @@ def _fill(data: memoryview, meta: CheckpointMeta, rows: Rows, vectors: VectorInd
 
     clock = time.perf_counter()
     strings = {s: s for s in state.strings}  # one copy of each project, type, author and tag, as head_of shares
+    named = list(strings)
+    projects, types, authors = (list(code) for code in (state.projects, state.types, state.authors))
+    for codes, values in ((state.projects, projects), (state.types, types), (state.authors, authors)):
+        if list(codes.values()) != list(range(len(codes))):
+            raise ValueError("codes out of order")
+        values[:] = [strings.get(value, value) for value in values]
     at_row = state.at_row
+    project_of, type_of, author_of = (arrays[name][: len(at_row)].tolist() for name in ("project", "type", "author"))
+    tag_counts, tag_ids = arrays["tag_counts"].tolist(), arrays["tag_ids"].tolist()
     heads: dict[str, Head] = {}
     row_of: dict[str, int] = {}
+    at = 0
     for row, head in enumerate(at_row):
         if head is None:
             continue
-        head.project, head.type, head.author = strings[head.project], strings[head.type], strings[head.author]
-        if head.tags:
-            head.tags = tuple([strings[t] for t in head.tags])
+        head.project, head.type, head.author = projects[project_of[row]], types[type_of[row]], authors[author_of[row]]
+        count = tag_counts[row]
+        if count:
+            head.tags = tuple([named[i] for i in tag_ids[at : at + count]])
+            at += count
         heads[head.id] = head
         row_of[head.id] = row
-    ids = {memory_id: memory_id for memory_id in heads}  # one copy of each id
+    by_hash = dict(zip(arrays["by_hash_keys"].tolist(), [at_row[r].id for r in arrays["by_hash_rows"].tolist()]))
+    by_hash.update(state.by_hash_other)
     fields = {
-        "heads": heads, "row_of": row_of, "at_row": at_row,
-        "by_hash": {key: ids.get(value, value) for key, value in state.by_hash.items()},
+        "heads": heads, "row_of": row_of, "at_row": at_row, "by_hash": by_hash,
         "tag_rows": state.tag_rows, "next_label": state.next_label, "unembedded": state.unembedded,
         "successor_of": state.successor_of, "consolidated_into": state.consolidated_into,
         "_successors": state.successors, "_consolidators": state.consolidators, "undone_links": state.undone_links,
