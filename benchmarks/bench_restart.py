@@ -47,7 +47,18 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def child(mode: str, folder: Path) -> dict:
+def sealer_from(key_file: Path | None):
+    """The Sealer of a raw 32-byte key file (encryption on), or None (plaintext)."""
+    if key_file is None:
+        return None
+    from persmem_core.keys import key_id
+    from persmem_core.sealing import Sealer
+
+    key = key_file.read_bytes()
+    return Sealer({key_id(key): key}, key_id(key), True)
+
+
+def child(mode: str, folder: Path, key_file: Path | None = None) -> dict:
     """One restart in this fresh process: 'replay' (the checkpoint moved aside) or 'checkpoint'."""
     import persmem_memory_hnsw.collection as collection_module
     import persmem_memory_hnsw.replay as replay
@@ -84,14 +95,14 @@ def child(mode: str, folder: Path) -> dict:
         data = log_path.read_bytes()
         read = time.perf_counter() - start
         start = time.perf_counter()
-        frames = sum(1 for _ in read_frames(data))
+        frames = sum(1 for _ in read_frames(data, sealer_from(key_file)))
         decode = time.perf_counter() - start
         del data
         timed(BM25Index, "add", "bm25 (tokenise, stem, postings)")
         timed(BM25Index, "merge", "bm25 (tokenise, stem, postings)")
         timed(VectorIndex, "remember", "int8 copy")
         timed(collection_module, "replay_log", "rows total")
-        col = Collection("memories", folder, embedder, MemoryConfig())
+        col = Collection("memories", folder, embedder, MemoryConfig(), sealer_from(key_file))
     else:
         opened = {}
 
@@ -114,7 +125,7 @@ def child(mode: str, folder: Path) -> dict:
                 return self
 
         timed(replay, "open_rows", "rows total")
-        col = Checkpointed("memories", folder, embedder, MemoryConfig())
+        col = Checkpointed("memories", folder, embedder, MemoryConfig(), sealer_from(key_file))
     start = time.perf_counter()
     col.open()
     spent["open"] = time.perf_counter() - start
@@ -139,8 +150,9 @@ def child(mode: str, folder: Path) -> dict:
     return out
 
 
-def run(mode: str, folder: Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", mode, "--folder", str(folder)], check=True,
+def run(mode: str, folder: Path, key_file: Path | None) -> dict:
+    extra = ["--key", str(key_file)] if key_file else []
+    proc = subprocess.run([sys.executable, __file__, "--child", mode, "--folder", str(folder), *extra], check=True,
                           capture_output=True, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -151,15 +163,16 @@ def main() -> None:
     parser.add_argument("--build", type=int, default=0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--child")
+    parser.add_argument("--key", type=Path, help="a raw 32-byte key file: the collection is sealed with it")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.folder)))
+        print(json.dumps(child(args.child, args.folder, args.key)))
         return
     if args.build and not (args.folder / "records.log").exists():
         build(args.folder, args.build)
     cp = args.folder / "checkpoint.bin"
     if not cp.exists():
-        first = run("checkpoint", args.folder)  # a whole replay, then the checkpoint is saved
+        first = run("checkpoint", args.folder, args.key)  # a whole replay, then the checkpoint is saved
         print(f"checkpoint saved in {first['spent'].get('checkpoint save', float('nan')):.2f}s "
               f"({cp.stat().st_size / 1e6:.1f} MB)")
     results: dict[str, list[dict]] = {"replay": [], "checkpoint": []}
@@ -168,15 +181,15 @@ def main() -> None:
         for p in aside:
             os.replace(p, p.with_name(p.name + ".aside"))
         try:
-            results["replay"].append(run("replay", args.folder))
+            results["replay"].append(run("replay", args.folder, args.key))
         finally:
             for p in aside:
                 os.replace(p.with_name(p.name + ".aside"), p)
-        results["checkpoint"].append(run("checkpoint", args.folder))
+        results["checkpoint"].append(run("checkpoint", args.folder, args.key))
     assert all(r["from_checkpoint"] for r in results["checkpoint"])
     keys = list(dict.fromkeys(k for rs in results.values() for r in rs for k in r["spent"]))
     n = results["replay"][0]["memories"]
-    print(f"\nrestart of {n} memories ({cp.stat().st_size / 1e6:.1f} MB checkpoint, "
+    print(f"\nrestart of {n} memories{' (sealed)' if args.key else ''} ({cp.stat().st_size / 1e6:.1f} MB checkpoint, "
           f"{(args.folder / 'records.log').stat().st_size / 1e6:.1f} MB log), median of {args.runs}, seconds\n")
     print(f"| step | whole replay | from checkpoint |\n|---|---|---|")
     for key in keys:
