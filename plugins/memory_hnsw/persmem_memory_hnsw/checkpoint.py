@@ -492,7 +492,8 @@ def _fill(data: memoryview, meta: CheckpointMeta, rows: Rows, vectors: VectorInd
     lexical._delta_size, lexical.n_alive, lexical.total_len = state.delta_size, state.n_alive, state.total_len
     lexical._doc_len = array("f", arrays["_doc_len"].tobytes())
     lexical._alive = bytearray(arrays["_alive"].tobytes())
-    if len(lexical._offsets) > len(state.terms) + 1 or (len(lexical._offsets) and lexical._offsets[-1] != len(lexical._rows)):
+    offsets = lexical._offsets
+    if len(offsets) > len(state.terms) + 1 or (len(offsets) and offsets[-1] != len(lexical._rows)):
         raise ValueError("BM25 postings do not fit their terms")
     fields["lexical"] = lexical
     timings["bm25"] = time.perf_counter() - clock

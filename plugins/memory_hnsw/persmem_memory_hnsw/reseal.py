@@ -3,9 +3,9 @@
 Each collection's record log is rewritten with every frame resealed (RecordLog.rewrite: new file, fsync, rename),
 the index file and the retrieval counts are resealed (new file, fsync, rename; the index's sidecar checksum
 follows it), and torn tails kept aside are sealed whole. The checkpoint (checkpoint.py: offsets into the log as it
-is) is dropped, before the log is rewritten, when it or the log needs resealing; the next open saves a new one. A kill -9 at any moment leaves each file either as it was
-or as it is meant to be, both readable with the keys on hand (a rotation keeps the old key loaded until it is
-done). Leftover temp files of a killed compaction or save are garbage with no writer left (the owner lock is
+is) is dropped, before the log is rewritten, when it or the log needs resealing; the next open saves a new one.
+A kill -9 at any moment leaves each file either as it was or as it is meant to be, both readable with the keys on
+hand (a rotation keeps the old key loaded until it is done). Leftover temp files of a killed compaction or save are garbage with no writer left (the owner lock is
 held), so they are removed: they may hold plaintext.
 
 Runs with no server (the caller holds the home's owner lock, and this takes the store's, as restore does).

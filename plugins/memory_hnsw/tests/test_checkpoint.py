@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,8 +65,8 @@ def open_checkpointed(folder, embedder, sealer=None, **cfg):
 
 def open_replayed(folder, embedder, sealer=None):
     """The same collection by a whole replay (the checkpoint moved aside for it, then put back)."""
-    aside = [(p, p.with_name(p.name + ".aside")) for p in (folder / "checkpoint.bin", folder / "checkpoint.bin.meta.json")
-             if p.exists()]
+    aside = [(p, p.with_name(p.name + ".aside"))
+             for p in (folder / "checkpoint.bin", folder / "checkpoint.bin.meta.json") if p.exists()]
     for path, moved in aside:
         os.replace(path, moved)
     try:
@@ -329,7 +328,6 @@ def test_key_migrate_drops_a_checkpoint_the_log_reseal_invalidates(tmp_path, emb
 
 SAVER = """
 import sys
-from pathlib import Path
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
