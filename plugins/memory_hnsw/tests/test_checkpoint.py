@@ -328,6 +328,7 @@ def test_key_migrate_drops_a_checkpoint_the_log_reseal_invalidates(tmp_path, emb
 
 SAVER = """
 import sys
+from pathlib import Path
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
