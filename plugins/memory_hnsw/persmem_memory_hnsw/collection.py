@@ -46,8 +46,8 @@ from .query import Filters
 from .ranking import rank
 from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
                       trim_feedback, version_of, votes)
-from .replay import (INDEX_NAME, check_model, load_index, matrix, rebuild_index, record_model, reembed_all,
-                     replay_log)
+from .replay import (INDEX_NAME, check_model, drop_checkpoint, load_index, matrix, open_rows, rebuild_index,
+                     record_model, reembed_all, save_checkpoint)
 from .rows import Rows
 from .vectors import VectorIndex
 
@@ -134,7 +134,9 @@ class Collection:
         cfg = self.config
         self.vectors = VectorIndex(self.embedder.dim, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction,
                                    ef_search=cfg.hnsw_ef_search)
-        replay_log(self.log, self.rows, self.vectors, self.embedder.dim, keep_vectors=not reindex)
+        # From the checkpoint and the log after it, or the whole log (replay.open_rows; kept for tests and benchmarks).
+        self.opened = opened = open_rows(self.folder, self.log, self.rows, self.vectors, self.embedder.dim,
+                                         self.embedder.model_id, keep_vectors=not reindex)
         release_freed_memory()
         self.usage = self._load_usage()
         if reindex:
@@ -148,6 +150,11 @@ class Collection:
             rebuild_index(self.name, self.rows, self.vectors, self._logged_vectors)
             if self.memories:
                 self.save_index()
+        elif not opened.from_checkpoint and self.memories:  # the next open reads it instead of the whole log
+            try:
+                save_checkpoint(self.folder, self.log, self.rows, self.vectors, self.embedder.model_id)
+            except OSError as exc:  # optional: without it the next open replays the whole log, as this one did
+                log.warning("collection %s: could not save the checkpoint (%s)", self.name, exc)
         if self.rows.unembedded:  # logged, not embedded before the last stop (a crash, or a server stopped)
             log.info("collection %s: %d memories still to embed", self.name, len(self.rows.unembedded))
             pending = sorted(self.rows.unembedded, key=lambda memory_id: self.rows.row_of[memory_id])
@@ -172,6 +179,7 @@ class Collection:
     def save_index(self) -> None:
         self.vectors.save(self.folder / INDEX_NAME, model_id=self.embedder.model_id, log_offset=self.log.size,
                           sealer=self.sealer)
+        save_checkpoint(self.folder, self.log, self.rows, self.vectors, self.embedder.model_id)
         self.changes_since_save = 0
         self._save_usage()
 
@@ -227,6 +235,7 @@ class Collection:
     def compact(self) -> None:
         """Rewrite the log with only the live memories' latest entries, copied as they are."""
         ids = sorted(self.memories, key=lambda memory_id: self.rows.span(memory_id)[0])
+        drop_checkpoint(self.folder, self.rows)  # before the log is replaced: never a checkpoint of another log
         spans = self.log.rewrite(self.log.read(*self.rows.span(memory_id)) for memory_id in ids)
         for memory_id, span in zip(ids, spans, strict=True):
             self.rows.set_span(memory_id, span)
@@ -514,8 +523,8 @@ class Collection:
                 raise UserError(f"no memory {memory_id!r} in collection {self.name!r}.")
             check_change(editors, by, self.memories[memory_id], "delete")
             memory = self._load(memory_id)
-            self._append([Delete(id=memory_id, at=time.time(), by=by)])
-            self.log.dead_bytes += self.rows.span_bytes(memory_id)
+            [(start, end)] = self._append([Delete(id=memory_id, at=time.time(), by=by)])
+            self.log.dead_bytes += self.rows.span_bytes(memory_id) + end - start  # as a replay counts them
             gone = self.rows.remove(memory_id)
             self.vectors.remove(gone.labels)
             self.changes_since_save += 1

@@ -141,24 +141,29 @@ class RecordLog:
         self._sync_lock = threading.Lock()  # one fsync at a time; taken also while the file is swapped or closed
         self._broken: OSError | None = None  # a failed fsync: nothing more is written until the log is reopened
 
-    def open_and_replay(self) -> Iterator[tuple[int, int, object]]:
-        """Replay every intact entry, cut a torn tail, then open for appends."""
+    def open_and_replay(self, start: int = 0) -> Iterator[tuple[int, int, object]]:
+        """Replay every intact entry from `start` (0, or a frame boundary a checkpoint vouched for), cut a torn
+        tail, then open for appends. Offsets are the file's."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = self.path.read_bytes() if self.path.exists() else b""
+        data = b""
+        if self.path.exists():
+            with open(self.path, "rb") as f:
+                f.seek(start)
+                data = f.read()
         good_end = 0
         for offset, end, entry in read_frames(data, self.sealer, self.path):  # SealingError: nothing written yet
             good_end = end
-            yield offset, end, entry
+            yield start + offset, start + end, entry
         if good_end < len(data):
             aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time())}")
             # Sealed whole when encryption is on: a torn frame of a plaintext log holds memory text.
             aside.write_bytes((self.sealer or _PLAIN).seal(data[good_end:], PURPOSE))
             log.warning("%s: cut %d bytes of torn or corrupt tail (kept in %s)", self.path, len(data) - good_end, aside)
             with open(self.path, "r+b") as f:
-                f.truncate(good_end)
+                f.truncate(start + good_end)
                 os.fsync(f.fileno())
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        self.size = self.synced = good_end
+        self.size = self.synced = start + good_end
         self._broken = None
         fsync_dir(self.path.parent)
 

@@ -10,7 +10,6 @@ it was changed) stops the open before anything is written; it is never cut off o
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,11 +18,9 @@ import msgspec
 import numpy as np
 
 from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes, fsync_dir
-from persmem_core.sealing import Sealer
+from persmem_core.fileio import atomic_write_bytes
 
 from . import checkpoint
-from .log import PURPOSE as LOG_PURPOSE
 from .log import RecordLog, read_frames
 from .records import Memory, Put
 from .rows import Rows
@@ -58,7 +55,7 @@ def open_rows(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIn
     timings = dict(loaded.timings)
     clock = time.perf_counter()
     record_log.dead_bytes = loaded.dead_bytes
-    tail = _apply_entries(_open_log_at(record_log, loaded.log_offset), record_log, rows, vectors, dim,
+    tail = _apply_entries(record_log.open_and_replay(loaded.log_offset), record_log, rows, vectors, dim,
                           keep_vectors=True)
     timings["tail"] = time.perf_counter() - clock
     log.info("collection in %s: rows from the checkpoint, %d log entries replayed after it", folder, tail)
@@ -112,28 +109,6 @@ def _apply_entries(entries, record_log: RecordLog, rows: Rows, vectors: VectorIn
         vectors.remember(pending_labels, matrix(b"".join(pending_vectors), dim))
     rows.lexical.merge()
     return count
-
-
-def _open_log_at(record_log: RecordLog, start: int):
-    """RecordLog.open_and_replay from `start` (a frame boundary the checkpoint vouched for) instead of 0: yield
-    every intact entry after it, cut a torn tail (kept aside, sealed), then open the log for appends.
-    (Belongs in log.py as `RecordLog.open_and_replay(start)`; here until then, so it sets the log's fields.)"""
-    path = record_log.path
-    data = _read_from(path, start)
-    good_end = 0
-    for offset, end, entry in read_frames(data, record_log.sealer, path):  # SealingError: nothing written yet
-        good_end = end
-        yield start + offset, start + end, entry
-    if good_end < len(data):
-        aside = path.with_name(f"{path.name}.torn-{int(time.time())}")
-        aside.write_bytes((record_log.sealer or Sealer.plain()).seal(data[good_end:], LOG_PURPOSE))
-        log.warning("%s: cut %d bytes of torn or corrupt tail (kept in %s)", path, len(data) - good_end, aside)
-        with open(path, "r+b") as f:
-            f.truncate(start + good_end)
-            os.fsync(f.fileno())
-    record_log._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-    record_log.size = record_log.synced = start + good_end
-    fsync_dir(path.parent)
 
 
 def check_model(folder: Path, name: str, embedder, has_memories: bool) -> None:

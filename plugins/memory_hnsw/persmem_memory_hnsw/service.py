@@ -120,12 +120,13 @@ def check_keys(folder: Path, sealer: Sealer) -> None:
     """SealingError, naming the file and the fix, when a collection's log, index or retrieval counts are sealed
     under a key that is not on hand. Reads a few bytes of each file and writes nothing (no lock either), so a
     server with the wrong key stops before it changes a byte. (The full check is the replay itself.)"""
+    from .checkpoint import CHECKPOINT_NAME
     from .collection import USAGE_NAME
     from .replay import INDEX_NAME
 
     for collection in collection_folders(folder):
         found = [(collection / LOG_NAME, first_sealed_key(collection / LOG_NAME))]
-        for name in (INDEX_NAME, USAGE_NAME):
+        for name in (INDEX_NAME, USAGE_NAME, CHECKPOINT_NAME):
             try:
                 with open(collection / name, "rb") as f:
                     found.append((collection / name, sealed_key_id(f.read(HEADER_BYTES))))

@@ -13,14 +13,12 @@ import time
 import numpy as np
 import pytest
 
-import persmem_memory_hnsw.collection as collection_module
 from persmem_memory_hnsw import checkpoint
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
 from persmem_memory_hnsw.lexical import BM25Index
 from persmem_memory_hnsw.query import Filters
-from persmem_memory_hnsw.replay import drop_checkpoint, open_rows, save_checkpoint
 from persmem_memory_hnsw.rows import Rows
 
 
@@ -29,38 +27,10 @@ def embedder():
     return OnnxEmbedder(default_model_files()).load()
 
 
-class Checkpointed(Collection):
-    """Collection with the checkpoint wired in as proposed for collection.py (open: open_rows instead of
-    replay_log, and a checkpoint after a whole replay; save_index: a checkpoint too; compact: drop it first)."""
-
-    opened = None
-
-    def open(self, *, reindex: bool = False):
-        def rows_from_checkpoint(record_log, rows, vectors, dim, *, keep_vectors):
-            self.opened = open_rows(self.folder, record_log, rows, vectors, dim, self.embedder.model_id,
-                                    keep_vectors=keep_vectors)
-
-        replay_log = collection_module.replay_log
-        collection_module.replay_log = rows_from_checkpoint
-        try:
-            super().open(reindex=reindex)
-        finally:
-            collection_module.replay_log = replay_log
-        if not reindex and not self.opened.from_checkpoint and self.memories:
-            save_checkpoint(self.folder, self.log, self.rows, self.vectors, self.embedder.model_id)
-        return self
-
-    def save_index(self) -> None:
-        super().save_index()
-        save_checkpoint(self.folder, self.log, self.rows, self.vectors, self.embedder.model_id)
-
-    def compact(self) -> None:
-        drop_checkpoint(self.folder, self.rows)
-        super().compact()
 
 
 def open_checkpointed(folder, embedder, sealer=None, **cfg):
-    return Checkpointed("memories", folder, embedder, MemoryConfig(**cfg), sealer).open()
+    return Collection("memories", folder, embedder, MemoryConfig(**cfg), sealer).open()
 
 
 def open_replayed(folder, embedder, sealer=None):
@@ -251,7 +221,7 @@ def test_a_reindex_drops_the_checkpoint_and_the_next_open_saves_one(tmp_path, em
     col = open_checkpointed(folder, embedder)
     build(col, n=20)
     col.close()
-    col = Checkpointed("memories", folder, embedder, MemoryConfig()).open(reindex=True)
+    col = Collection("memories", folder, embedder, MemoryConfig()).open(reindex=True)
     assert not list(folder.glob("checkpoint.bin*"))
     col.close()
     col = open_checkpointed(folder, embedder)
