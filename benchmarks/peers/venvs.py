@@ -22,7 +22,8 @@ PEERS: dict[str, tuple[list[str], str]] = {
     "persmem-stack": (["torch==2.13.0", "chromadb==1.5.9", "sentence-transformers==5.7.0", "onnx==1.23.2", MINILM],
                       "persMEM's stack: chromadb PersistentClient + sentence-transformers (torch)"),
     "mcp-memory-service": (["mcp-memory-service[sqlite]==12.4.0", "onnxruntime==1.32.0", "tokenizers==0.22.2"],
-                           "mcp-memory-service 12.4.0, sqlite-vec backend, ONNX MiniLM (its PyTorch-free [sqlite] install)"),
+                           "mcp-memory-service 12.4.0, sqlite-vec backend, ONNX MiniLM "
+                           "(its PyTorch-free [sqlite] install)"),
     "mempalace": (["mempalace==3.11.0", "chromadb==1.5.9", "onnxruntime==1.32.0"],
                   "MemPalace 3.11.0, chromadb backend, chromadb's ONNX MiniLM (its default)"),
 }
