@@ -446,6 +446,7 @@ class Collection:
             with self.lock.gen_wlock():
                 if self.closed:
                     raise UserError(f"collection {self.name!r} was closed")
+                plain: list[tuple[Put, np.ndarray]] = []  # embedded as they were stored: logged and applied together
                 for (memory_id, entry), vecs in zip(wanted, vectors, strict=True):
                     if memory_id not in self.rows.unembedded:
                         continue
@@ -453,20 +454,40 @@ class Collection:
                     memory = current.memory
                     if memory.content_hash != entry.memory.content_hash or len(vecs) != len(memory.labels):
                         continue
+                    put = Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())
                     if current.detect and not memory.supersedes:
+                        self._add_embedded(plain)  # the memories before it are in the index: it may restate them
+                        plain = []
                         found = self._find_superseded(memory.project, memory.author,
                                                       editors_in(self.config, self.name), memory.created,
                                                       memory.content, vecs)
                         if found is not None:
                             memory = msgspec.structs.replace(memory, supersedes=[found[0].target],
                                                              link_history=[*memory.link_history, found[0]])
-                    # One at a time, so a memory of this batch restates the ones before it. Not fsynced here: the
-                    # vectors are derived, and a crash before the next fsync only has it embedded again.
-                    self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)],
-                                 sync=False)
+                            self._commit([Put(memory=memory, vectors=put.vectors)], [(memory, vecs)], sync=False)
+                            done += 1
+                            continue
+                    plain.append((put, vecs))
                     done += 1
+                self._add_embedded(plain)
         self._mark_embedded(max(ticket for _, ticket in items))
         return done
+
+    def _add_embedded(self, embedded: list[tuple[Put, np.ndarray]]) -> None:
+        """Log memories again with their vectors (`Put`s of the memories as they are) and put the vectors in the
+        index: their rows stay (nothing else of them changed), only where their entries are moves. Not fsynced:
+        the vectors are derived, and a crash before the next fsync only has them embedded again. Write lock
+        held."""
+        if not embedded:
+            return
+        spans = self._append([put for put, _ in embedded], sync=False)
+        for (put, _), span in zip(embedded, spans, strict=True):
+            self.log.dead_bytes += self.rows.span_bytes(put.memory.id)
+            self.rows.mark_embedded(put.memory.id, span)
+        self.vectors.add([label for put, _ in embedded for label in put.memory.labels],
+                         np.vstack([vecs for _, vecs in embedded]))
+        self.changes_since_save += len(embedded)
+        self._maintain()
 
     def _mark_embedded(self, ticket: int) -> None:
         with self._embedded:

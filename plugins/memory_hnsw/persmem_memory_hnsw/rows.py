@@ -236,6 +236,11 @@ class Rows:
         row = self.row_of[memory_id]
         self.log_start[row], self.log_end[row] = span
 
+    def mark_embedded(self, memory_id: str, span: tuple[int, int]) -> None:
+        """The live memory `memory_id` was logged again, unchanged but for its vectors, at `span`."""
+        self.set_span(memory_id, span)
+        self.unembedded.discard(memory_id)
+
     def span_bytes(self, memory_id: str) -> int:
         start, end = self.span(memory_id)
         return end - start

@@ -51,6 +51,7 @@ def test_store_is_acknowledged_before_it_is_embedded_and_found_by_keyword_at_onc
     embedding.start()
     assert col.wait_embedded(timeout=30)
     assert not col.rows.unembedded and col.vectors.live == 1
+    assert len(col.rows) == 1  # embedded in its row: no second row, no second set of BM25 postings
     assert dense_ids(col, "which port does the staging db use") == ["m1"]
     entry = col._entry("m1")
     assert len(entry.vectors) == 4 * embedder.dim and entry.memory.content.startswith("The staging")
