@@ -443,51 +443,69 @@ class Collection:
         done = 0
         if wanted:
             vectors = self.embedder.embed_chunks([entry.memory.content for _, entry in wanted])
-            with self.lock.gen_wlock():
-                if self.closed:
-                    raise UserError(f"collection {self.name!r} was closed")
-                plain: list[tuple[Put, np.ndarray]] = []  # embedded as they were stored: logged and applied together
-                for (memory_id, entry), vecs in zip(wanted, vectors, strict=True):
-                    if memory_id not in self.rows.unembedded:
-                        continue
-                    current = self._entry(memory_id)  # a lifecycle change may have logged it again meanwhile
-                    memory = current.memory
-                    if memory.content_hash != entry.memory.content_hash or len(vecs) != len(memory.labels):
-                        continue
-                    put = Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())
-                    if current.detect and not memory.supersedes:
-                        self._add_embedded(plain)  # the memories before it are in the index: it may restate them
-                        plain = []
-                        found = self._find_superseded(memory.project, memory.author,
-                                                      editors_in(self.config, self.name), memory.created,
-                                                      memory.content, vecs)
-                        if found is not None:
-                            memory = msgspec.structs.replace(memory, supersedes=[found[0].target],
-                                                             link_history=[*memory.link_history, found[0]])
-                            self._commit([Put(memory=memory, vectors=put.vectors)], [(memory, vecs)], sync=False)
-                            done += 1
-                            continue
-                    plain.append((put, vecs))
-                    done += 1
-                self._add_embedded(plain)
+            # Runs of memories to add as they were stored, each ended by one that asked for detection: that one is
+            # compared with the index once the run before it is in (a restatement of a memory of the same batch is
+            # found), under the read lock, so stores and searches are not held up by the comparison.
+            plain: list[tuple[str, Put, np.ndarray]] = []
+            for (memory_id, entry), vecs in zip(wanted, vectors, strict=True):
+                put = Put(memory=entry.memory, vectors=vecs.astype(np.float32).tobytes())
+                if not (entry.detect and not entry.memory.supersedes):
+                    plain.append((entry.memory.content_hash, put, vecs))
+                    continue
+                done += self._add_embedded(plain)
+                plain = []
+                memory = entry.memory
+                with self.lock.gen_rlock():
+                    found = self._find_superseded(memory.project, memory.author, editors_in(self.config, self.name),
+                                                  memory.created, memory.content, vecs)
+                if found is not None:
+                    link = found[0]
+                    done += self._add_embedded([(memory.content_hash, put, vecs)], link=link)
+                else:
+                    plain.append((memory.content_hash, put, vecs))
+            done += self._add_embedded(plain)
         self._mark_embedded(max(ticket for _, ticket in items))
         return done
 
-    def _add_embedded(self, embedded: list[tuple[Put, np.ndarray]]) -> None:
-        """Log memories again with their vectors (`Put`s of the memories as they are) and put the vectors in the
-        index: their rows stay (nothing else of them changed), only where their entries are moves. Not fsynced:
-        the vectors are derived, and a crash before the next fsync only has them embedded again. Write lock
-        held."""
+    def _add_embedded(self, embedded: list[tuple[str, Put, np.ndarray]], link: LinkChange | None = None) -> int:
+        """Log memories again with their vectors and put the vectors in the index; returns how many. Each item
+        is (the content hash it was embedded from, a Put of the memory, its vectors). The memory's latest entry
+        is read again under the write lock: one deleted, changed or not waiting any more meanwhile is skipped
+        (a changed text is queued by the write that changed it), and a lifecycle change made meanwhile is kept.
+        Unchanged but for its vectors, a memory keeps its row (only where its entry is moves); with `link` (a
+        detected restatement, checked again here) it is put anew. Not fsynced: the vectors are derived, and a
+        crash before the next fsync only has them embedded again."""
         if not embedded:
-            return
-        spans = self._append([put for put, _ in embedded], sync=False)
-        for (put, _), span in zip(embedded, spans, strict=True):
-            self.log.dead_bytes += self.rows.span_bytes(put.memory.id)
-            self.rows.mark_embedded(put.memory.id, span)
-        self.vectors.add([label for put, _ in embedded for label in put.memory.labels],
-                         np.vstack([vecs for _, vecs in embedded]))
-        self.changes_since_save += len(embedded)
-        self._maintain()
+            return 0
+        with self.lock.gen_wlock():
+            if self.closed:
+                raise UserError(f"collection {self.name!r} was closed")
+            puts, vecs_of = [], []
+            for digest, put, vecs in embedded:
+                memory_id = put.memory.id
+                if memory_id not in self.rows.unembedded:
+                    continue
+                memory = self._entry(memory_id).memory  # a lifecycle change may have logged it again meanwhile
+                if memory.content_hash != digest or len(vecs) != len(memory.labels):
+                    continue
+                target = link.target if link is not None else None
+                if target is not None and target in self.memories and target not in self.rows.successor_of:
+                    memory = msgspec.structs.replace(memory, supersedes=[target],
+                                                     link_history=[*memory.link_history, link])
+                    self._commit([Put(memory=memory, vectors=put.vectors)], [(memory, vecs)], sync=False)
+                    return 1
+                puts.append(Put(memory=memory, vectors=put.vectors))
+                vecs_of.append(vecs)
+            if not puts:
+                return 0
+            spans = self._append(puts, sync=False)
+            for put, span in zip(puts, spans, strict=True):
+                self.log.dead_bytes += self.rows.span_bytes(put.memory.id)
+                self.rows.mark_embedded(put.memory.id, span)
+            self.vectors.add([label for put in puts for label in put.memory.labels], np.vstack(vecs_of))
+            self.changes_since_save += len(puts)
+            self._maintain()
+            return len(puts)
 
     def _mark_embedded(self, ticket: int) -> None:
         with self._embedded:
