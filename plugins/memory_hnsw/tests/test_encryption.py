@@ -174,10 +174,11 @@ def test_plaintext_store_opens_with_encryption_on_and_reseal_seals_it_whole(tmp_
     before = hashes(home / "memory")
     counted = reseal(host=host, sealer=host.sealer, progress=lambda *a: seen.append(a), dry_run=True)
     assert hashes(home / "memory") == before, "a dry run writes nothing"
-    assert counted.what == "memory" and counted.checked == 4 and counted.plain >= 1 and counted.rewritten >= 1
+    # The log, the index, the retrieval counts, the checkpoint and the leftover temp file.
+    assert counted.what == "memory" and counted.checked == 5 and counted.plain >= 1 and counted.rewritten >= 1
     done = reseal(host=host, sealer=host.sealer, progress=lambda *a: seen.append(a), dry_run=False)
     assert (done.checked, done.rewritten, done.plain) == (counted.checked, counted.rewritten, counted.plain)
-    assert seen[-1] == ("memory", 4, 4) and not (collection / "vectors.hnsw.tmp").exists()
+    assert seen[-1] == ("memory", 5, 5) and not (collection / "vectors.hnsw.tmp").exists()
     assert_fully_sealed(collection)
     assert files_holding(home / "memory", [old, new]) == {}
     again = reseal(host=host, sealer=host.sealer, progress=lambda *a: None, dry_run=False)
@@ -321,13 +322,18 @@ def test_a_sealed_frame_that_does_not_open_is_never_cut_and_nothing_is_written(t
     sealed_collection(folder, embedder, sealer)
     before = hashes(folder)
 
-    with pytest.raises(SealingError, match=r"records\.log: this data was sealed under key .* not on hand"):
+    # The checkpoint is read first (checkpoint.py): it is the file named when it is sealed under a missing key.
+    with pytest.raises(SealingError, match=r"checkpoint\.bin: this data was sealed under key .* not on hand"):
         Collection("memories", folder, embedder, MemoryConfig()).open()  # no key at all
     other = os.urandom(32)
-    with pytest.raises(SealingError, match=r"records\.log: .*not on hand \(keys loaded: " + key_id(other)):
+    with pytest.raises(SealingError, match=r"checkpoint\.bin: .*not on hand \(keys loaded: " + key_id(other)):
         Collection("memories", folder, embedder, MemoryConfig(), Sealer({key_id(other): other}, key_id(other),
                                                                          True)).open()
     assert hashes(folder) == before
+    (folder / "checkpoint.bin").unlink()  # then the log itself says so
+    with pytest.raises(SealingError, match=r"records\.log: this data was sealed under key .* not on hand"):
+        Collection("memories", folder, embedder, MemoryConfig()).open()
+    before = hashes(folder)
 
     data = bytearray((folder / "records.log").read_bytes())
     third = list(intact_frames(bytes(data)))[2]
