@@ -39,9 +39,9 @@ class Store:
         from persmem_memory_hnsw.contexts import neighbour_contexts
 
         memories = [self._new(x) for x in items]
-        for _, run in itertools.groupby(memories, key=lambda m: m.project):
-            run = list(run)
-            for memory, context in zip(run, neighbour_contexts([m.content for m in run], 300), strict=True):
+        for _, same_project in itertools.groupby(memories, key=lambda m: m.project):
+            group = list(same_project)
+            for memory, context in zip(group, neighbour_contexts([m.content for m in group], 300), strict=True):
                 memory.context = context
         self.col.store(memories, author="bench", dedup=False)
 

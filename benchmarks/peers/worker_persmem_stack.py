@@ -5,7 +5,6 @@ memory_search, each including its own embedding. Batches go through one `add` wi
 """
 
 import importlib.util
-import tempfile
 from pathlib import Path
 
 import chromadb
