@@ -252,15 +252,13 @@ def run_persmem_mcp(workload: str, job: dict) -> dict:
         return r
 
     async def settle(client, where):
-        """Searches after the last store until one returns before [memory] search_waits_ms (2 s): a search waits
-        that long at most for the background embedder to embed what was stored before it, so one that returns
-        sooner saw it done. The ingest time includes the embedding, and the searches measured next do not wait
-        (MCP has no call that says the embedder is done)."""
+        """Wait until the background embedder has embedded everything stored (memory_stats counts what is still
+        waiting): the ingest time includes the embedding, and the searches measured next do not wait for it."""
         while True:
-            t = time.perf_counter()
-            await call(client, "memory_search", {"query": "settle", "top_k": 1} | where)
-            if time.perf_counter() - t < 1.8:
+            stats = json.loads((await call(client, "memory_stats", where)).content[0].text)
+            if not stats.get("not_embedded_yet"):
                 return
+            await anyio.sleep(0.05)
 
     async def locomo():
         out = {"ingest_s": 0.0, "search_ms": [], "ranked": []}
