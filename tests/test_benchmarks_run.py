@@ -22,8 +22,10 @@ def test_memory_benchmark_quick_run_prints_its_table():
         capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "search p95 ms, project filter" in result.stdout and "RSS after load" in result.stdout
-    assert "in-process search p95 ms, project filter" in result.stdout
+    assert "search p95 ms, project filter, MCP HTTP" in result.stdout and "RSS after restart" in result.stdout
+    assert "search p95 ms, project filter, in-process" in result.stdout
+    assert "durable single store p50 ms, MCP HTTP" in result.stdout and "no-op tool round trip" in result.stdout
+    assert "bulk ingest, fully embedded" in result.stdout and "restart to first search" in result.stdout
 
 
 def test_locomo_benchmark_quick_run_prints_its_table():
