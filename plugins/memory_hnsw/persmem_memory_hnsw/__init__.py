@@ -12,20 +12,23 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - query.py         filters, tags, labels and dates read from what a caller typed (tools and panels)
 - collection.py    one collection: the lock, the write path, reads, search
 - rows.py          the live memories in memory: heads, numpy columns, tags, label -> row, log spans, BM25
-- replay.py        opening a collection: log replay, model check, index load + reconcile, or rebuild, reindex
+- replay.py        opening a collection: checkpoint or log replay, model check, index load + reconcile, or rebuild,
+                   reindex
+- checkpoint.py    the rows, BM25 and int8 vectors saved as of a log offset, so a restart need not replay the log
+- embedding.py     the background embedder: stores are acknowledged once logged, embedded in batches afterwards
 - ranking.py       dense (graph or exact) + BM25, score fusion
 - lifecycle.py     how links, feedback, use, tiers, staleness and recency weigh in a search; the query-time
                    "later statement wins" rule
-- supersession.py  does a new memory restate an older one? (memory_store's detected links)
+- supersession.py  does a new memory restate an older one? (memory_store's detected links, when it is embedded)
 - consolidate.py   clusters of mature similar memories -> consolidated memories; the idle-time job
 - sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks
 - replies.py       search replies sized for an AI: passages, budget, marks
 - snapshot.py      reading the logs without the lock (stats, export, doctor)
-- dedup.py         exact and near duplicates among one author's memories
+- dedup.py         exact and near duplicates among one author's memories (words first, then meaning)
 - contexts.py      neighbouring chunks' text for memory_bulk_store
 - permissions.py   who may change a memory
 - records.py       the Memory record, its head, and the log entry types
-- log.py           the append-only, checksummed, fsynced record log
+- log.py           the append-only, checksummed, fsynced record log (group commit)
 - vectors.py       the hnswlib index: labels, slot reuse, checksummed save/load
 - lexical.py       BM25 over numpy postings, with stemming
 - embedder.py      ONNX + tokenizers embedder, pinned model files, chunking
