@@ -34,5 +34,6 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - embedder.py      ONNX + tokenizers embedder, pinned model files, chunking
 - heap.py          growing numpy columns, handing freed memory back to the OS
 - backup.py        the backup hook's copy of each collection's log
+- reseal.py        `persmem key migrate|rotate` for the memory store: every file sealed as new writes are
 - chroma_import.py reading a persMEM ChromaDB store
 """
