@@ -257,9 +257,10 @@ BASELINE = {"supersede_detect": False, "superseded_weight": 1.0, "feedback_weigh
             "restated_min_similarity": 1.0}
 
 
-def links_of(reply: dict) -> list[str]:
-    """The ids a memory_store reply says the new memory supersedes (none before the lifecycle landed)."""
-    return [link["id"] if isinstance(link, dict) else link for link in reply.get("supersedes", []) or []]
+def links_of(memory: dict) -> list[str]:
+    """The ids a stored memory supersedes, as memory_get shows them (a restatement is detected when the memory is
+    embedded, after its store was acknowledged; memory_get waits for that)."""
+    return [link["id"] if isinstance(link, dict) else link for link in memory.get("supersedes", []) or []]
 
 
 MARKS = ("superseded_by", "restated_by")  # how a search result says a later memory replaces it
@@ -286,6 +287,7 @@ async def server_workload(server, plan: dict) -> dict:
                 "chunks": json.dumps(plan["bulk"][start:start + 500]), "context_chars": 0, "dedup": False}))
             kind_of.update((r["id"], ("unrelated", None)) for r in reply["results"])
         store_ms = []
+        stored: list[tuple[dict, str]] = []  # (the item, its id), for its links once it is embedded
         for item in plan["singles"]:
             t = time.perf_counter()
             reply = tool_result(await client.call_tool("memory_store", {"content": item["content"],
@@ -299,7 +301,10 @@ async def server_workload(server, plan: dict) -> dict:
                 ids[(item["kind"], item["fact"])] = reply["id"]
             if item["kind"] == "sibling":
                 ids[("sibling", item["fact"], item["sibling"])] = reply["id"]
-            links += [(item, target) for target in links_of(reply)]
+            stored.append((item, reply["id"]))
+        for item, memory_id in stored:
+            memory = tool_result(await client.call_tool("memory_get", {"memory_id": memory_id}))
+            links += [(item, target) for target in links_of(memory)]
         per_fact, per_sibling = [], []
         for f in plan["facts"]:
             results = await search(f["question"])
