@@ -192,3 +192,19 @@ def test_kill_9_between_acknowledgement_and_embedding_loses_nothing(tmp_path, em
         col.close()
     assert acknowledged, "the writer acknowledged nothing"
     assert pending_seen, "no kill landed between an acknowledgement and its embedding"
+
+
+def test_consolidation_takes_memories_not_embedded_yet(tmp_path, embedder):
+    from persmem_memory_hnsw.consolidate import consolidate
+
+    embedding = BackgroundEmbedder()  # never started: every memory is still waiting for its vector
+    config = MemoryConfig(consolidate_min_age_days=0)
+    col = Collection("memories", tmp_path / "c", embedder, config, embedding=embedding).open()
+    col.store([note(f"The staging deploy of build {n} failed on the migration step again.") for n in range(5)],
+              author="kite", dedup=False)
+    assert len(col.rows.unembedded) == 5
+    report = consolidate(col, config, dry_run=True, now=time.time() + 60)
+    # Compared by meaning all the same (each is embedded for the comparison): the five near-identical notes are
+    # one cluster.
+    assert report.candidates == 5 and len(report.clusters) == 1 and report.created == 1
+    col.close()
