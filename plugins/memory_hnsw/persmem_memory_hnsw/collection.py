@@ -446,30 +446,28 @@ class Collection:
             # Runs of memories to add as they were stored, each ended by one that asked for detection: that one is
             # compared with the index once the run before it is in (a restatement of a memory of the same batch is
             # found), under the read lock, so stores and searches are not held up by the comparison.
-            plain: list[tuple[str, Put, np.ndarray]] = []
-            for (memory_id, entry), vecs in zip(wanted, vectors, strict=True):
-                put = Put(memory=entry.memory, vectors=vecs.astype(np.float32).tobytes())
-                if not (entry.detect and not entry.memory.supersedes):
-                    plain.append((entry.memory.content_hash, put, vecs))
+            plain: list[tuple[Memory, np.ndarray]] = []
+            for (_, entry), vecs in zip(wanted, vectors, strict=True):
+                memory = entry.memory
+                if not (entry.detect and not memory.supersedes):
+                    plain.append((memory, vecs))
                     continue
                 done += self._add_embedded(plain)
                 plain = []
-                memory = entry.memory
                 with self.lock.gen_rlock():
                     found = self._find_superseded(memory.project, memory.author, editors_in(self.config, self.name),
                                                   memory.created, memory.content, vecs)
                 if found is not None:
-                    link = found[0]
-                    done += self._add_embedded([(memory.content_hash, put, vecs)], link=link)
+                    done += self._add_embedded([(memory, vecs)], link=found[0])
                 else:
-                    plain.append((memory.content_hash, put, vecs))
+                    plain.append((memory, vecs))
             done += self._add_embedded(plain)
         self._mark_embedded(max(ticket for _, ticket in items))
         return done
 
-    def _add_embedded(self, embedded: list[tuple[str, Put, np.ndarray]], link: LinkChange | None = None) -> int:
+    def _add_embedded(self, embedded: list[tuple[Memory, np.ndarray]], link: LinkChange | None = None) -> int:
         """Log memories again with their vectors and put the vectors in the index; returns how many. Each item
-        is (the content hash it was embedded from, a Put of the memory, its vectors). The memory's latest entry
+        is (the memory as it was embedded, its vectors). The memory's latest entry
         is read again under the write lock: one deleted, changed or not waiting any more meanwhile is skipped
         (a changed text is queued by the write that changed it), and a lifecycle change made meanwhile is kept.
         Unchanged but for its vectors, a memory keeps its row (only where its entry is moves); with `link` (a
@@ -481,20 +479,20 @@ class Collection:
             if self.closed:
                 raise UserError(f"collection {self.name!r} was closed")
             puts, vecs_of = [], []
-            for digest, put, vecs in embedded:
-                memory_id = put.memory.id
-                if memory_id not in self.rows.unembedded:
+            for embedded_from, vecs in embedded:
+                if embedded_from.id not in self.rows.unembedded:
                     continue
-                memory = self._entry(memory_id).memory  # a lifecycle change may have logged it again meanwhile
-                if memory.content_hash != digest or len(vecs) != len(memory.labels):
+                memory = self._entry(embedded_from.id).memory  # a lifecycle change may have logged it again since
+                if memory.content_hash != embedded_from.content_hash or len(vecs) != len(memory.labels):
                     continue
+                blob = vecs.astype(np.float32).tobytes()
                 target = link.target if link is not None else None
                 if target is not None and target in self.memories and target not in self.rows.successor_of:
                     memory = msgspec.structs.replace(memory, supersedes=[target],
                                                      link_history=[*memory.link_history, link])
-                    self._commit([Put(memory=memory, vectors=put.vectors)], [(memory, vecs)], sync=False)
+                    self._commit([Put(memory=memory, vectors=blob)], [(memory, vecs)], sync=False)
                     return 1
-                puts.append(Put(memory=memory, vectors=put.vectors))
+                puts.append(Put(memory=memory, vectors=blob))
                 vecs_of.append(vecs)
             if not puts:
                 return 0
@@ -511,6 +509,14 @@ class Collection:
         with self._embedded:
             self._embedded_ticket = max(self._embedded_ticket, ticket)
             self._embedded.notify_all()
+
+    def unembedded_count(self, author: str | None = None) -> int:
+        """How many live memories (of `author`, when given) are not embedded yet."""
+        if author is None:
+            return len(self.rows.unembedded)
+        with self.lock.gen_rlock():
+            heads = self.rows.heads
+            return sum(1 for memory_id in self.rows.unembedded if heads[memory_id].author == author)
 
     def wait_embedded(self, timeout: float | None = None) -> bool:
         """Wait until every memory stored before this call is embedded (searchable by meaning); False if

@@ -51,11 +51,6 @@ class BackgroundEmbedder:
             self._queue.extend((collection, memory_id, ticket) for memory_id, ticket in items)
             self._cv.notify_all()
 
-    def pending(self) -> int:
-        """How many memories are queued or being embedded."""
-        with self._cv:
-            return len(self._queue) + (self.batch if self._busy else 0)
-
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until the queue is empty and no batch is in progress; False if `timeout` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -139,7 +139,7 @@ class RecordLog:
         self.dead_bytes = 0  # bytes of superseded entries, for compaction decisions
         self.synced = 0  # the log is on the disk up to here (fsynced)
         self._sync_lock = threading.Lock()  # one fsync at a time; taken also while the file is swapped or closed
-        self._broken: OSError | None = None  # a failed fsync: nothing more is written until the log is reopened
+        self._broken: OSError | None = None  # a failed fsync: nothing more is written until `recover` cuts it back
 
     def open_and_replay(self, start: int = 0) -> Iterator[tuple[int, int, object]]:
         """Replay every intact entry from `start` (0, or a frame boundary a checkpoint vouched for), cut a torn

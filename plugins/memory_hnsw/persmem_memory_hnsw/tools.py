@@ -296,7 +296,9 @@ def memory_search(
     if col is not None:  # what the caller was shown counts as retrieved (best-effort statistics, never logged)
         col.record_retrievals([item["id"] for item in reply["results"] if not item.get("session_turn")],
                               by=call.agent)  # your own memories' rank is not raised by your own searches
-    waiting = 0 if col is None or mode == "lexical" else len(col.rows.unembedded)
+    # In a private collection only the caller's own count: the others' would say how much they are writing.
+    waiting = 0 if col is None or mode == "lexical" else col.unembedded_count(
+        call.agent if is_private(config, collection) else None)
     if waiting:  # the search waited [memory] search_waits_ms for them, and a bulk store is still being embedded
         lag = (f"{waiting} memories stored moments ago are still being indexed by meaning: until then they are "
                "found by keyword only.")

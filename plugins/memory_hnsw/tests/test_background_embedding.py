@@ -208,3 +208,13 @@ def test_consolidation_takes_memories_not_embedded_yet(tmp_path, embedder):
     # one cluster.
     assert report.candidates == 5 and len(report.clusters) == 1 and report.created == 1
     col.close()
+
+
+def test_the_count_of_memories_waiting_can_be_one_authors_own(tmp_path, embedder):
+    embedding = BackgroundEmbedder()  # not started
+    col = Collection("memories", tmp_path / "c", embedder, MemoryConfig(), embedding=embedding).open()
+    col.store([note(f"kite's note {n} about the harbour crane") for n in range(3)], author="kite", dedup=False)
+    col.store([note("wren's note about the lighthouse lamp")], author="wren", dedup=False)
+    assert (col.unembedded_count(), col.unembedded_count("kite"), col.unembedded_count("wren")) == (4, 3, 1)
+    assert col.unembedded_count("owl") == 0
+    col.close()
