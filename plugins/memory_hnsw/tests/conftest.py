@@ -1,3 +1,10 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from persmem_core.testing import start_server
@@ -9,3 +16,23 @@ def shared_server(tmp_path_factory):
     server = start_server(tmp_path_factory.mktemp("shared-home"), agents=("kite", "wren"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def killed_after():
+    """`killed_after(script, folder, start, delay)`: run the helper script `script` (in this folder) on `folder`
+    from `start`, wait for its "ready", SIGKILL it `delay` seconds later, and return the whole lines it printed:
+    what it acknowledged (a line cut by the kill acknowledges nothing)."""
+
+    def run(script: str, folder: Path, start: int, delay: float) -> list[str]:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / script), str(folder), str(start)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        os.set_blocking(proc.stdout.fileno(), False)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        os.set_blocking(proc.stdout.fileno(), True)
+        return proc.stdout.read().split("\n")[:-1]
+
+    return run

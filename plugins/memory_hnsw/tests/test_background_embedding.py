@@ -5,12 +5,8 @@ duplicates are still turned away before the vector exists."""
 
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +16,6 @@ from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
 from persmem_memory_hnsw.embedding import BackgroundEmbedder
 from persmem_memory_hnsw.query import Filters
 
-HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
@@ -155,20 +150,7 @@ def test_concurrent_writers_share_fsyncs(tmp_path, embedder, monkeypatch):
     col.close()
 
 
-def run_writer_until_killed(folder: Path, start: int, delay: float) -> list[str]:
-    proc = subprocess.Popen([sys.executable, str(HERE / "embedding_writer_for_kill.py"), str(folder), str(start)],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    os.set_blocking(proc.stdout.fileno(), False)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    os.set_blocking(proc.stdout.fileno(), True)
-    # Only whole lines count: a line cut by the kill was not fully reported, so it acknowledges nothing.
-    return [id_ for line in proc.stdout.read().split("\n")[:-1] for id_ in line.split()]
-
-
-def test_kill_9_between_acknowledgement_and_embedding_loses_nothing(tmp_path, embedder):
+def test_kill_9_between_acknowledgement_and_embedding_loses_nothing(tmp_path, embedder, killed_after):
     """Batches are acknowledged faster than they are embedded; SIGKILL at random moments. After each kill every
     acknowledged memory is there, and once the collection is open again every one of them is found by meaning."""
     folder = tmp_path / "memories"
@@ -176,7 +158,9 @@ def test_kill_9_between_acknowledgement_and_embedding_loses_nothing(tmp_path, em
     acknowledged: list[str] = []
     pending_seen = 0
     for kill in range(6):
-        acknowledged += run_writer_until_killed(folder, len(acknowledged) + 1000 * kill, rng.uniform(0.4, 1.5))
+        lines = killed_after("embedding_writer_for_kill.py", folder, len(acknowledged) + 1000 * kill,
+                             rng.uniform(0.4, 1.5))
+        acknowledged += [memory_id for line in lines for memory_id in line.split()]
         embedding = BackgroundEmbedder().start()
         col = Collection("memories", folder, embedder, MemoryConfig(), embedding=embedding).open()
         pending_seen += len(col.rows.unembedded)

@@ -4,11 +4,7 @@ import hashlib
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +15,6 @@ from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
 from persmem_memory_hnsw.query import Filters
 
-HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +26,7 @@ def open_collection(folder, embedder, **cfg):
     return Collection("memories", folder, embedder, MemoryConfig(**cfg)).open()
 
 
-def run_writer_until_killed(folder: Path, start: int, delay: float) -> list[str]:
-    proc = subprocess.Popen([sys.executable, str(HERE / "writer_for_kill.py"), str(folder), str(start)],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    os.set_blocking(proc.stdout.fileno(), False)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    os.set_blocking(proc.stdout.fileno(), True)
-    # Only whole lines count: a line cut by the kill was not fully reported, so it acknowledges nothing.
-    return proc.stdout.read().split("\n")[:-1]
-
-
-def test_kill_9_sweep_loses_nothing_acknowledged(tmp_path, embedder):
+def test_kill_9_sweep_loses_nothing_acknowledged(tmp_path, embedder, killed_after):
     """A writer is SIGKILLed at random moments; after each kill, every acknowledged write is present."""
     folder = tmp_path / "memories"
     rng = random.Random(7)
@@ -52,7 +34,7 @@ def test_kill_9_sweep_loses_nothing_acknowledged(tmp_path, embedder):
     updated: dict[str, int] = {}
     start, kills, deadline = 0, 0, time.monotonic() + 90
     while time.monotonic() < deadline and kills < 40:
-        for line in run_writer_until_killed(folder, start, rng.uniform(0.05, 0.6)):
+        for line in killed_after("writer_for_kill.py", folder, start, rng.uniform(0.05, 0.6)):
             kind, memory_id, *rest = line.split()
             if kind == "S":
                 expected[memory_id] = "present"
