@@ -17,7 +17,6 @@ from persmem_memory_hnsw.embedding import BackgroundEmbedder
 from persmem_memory_hnsw.query import Filters
 
 
-
 @pytest.fixture(scope="module")
 def embedder():
     return OnnxEmbedder(default_model_files()).load()

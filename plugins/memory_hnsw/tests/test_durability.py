@@ -16,7 +16,6 @@ from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
 from persmem_memory_hnsw.query import Filters
 
 
-
 @pytest.fixture(scope="module")
 def embedder():
     return OnnxEmbedder(default_model_files()).load()
