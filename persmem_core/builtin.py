@@ -1,6 +1,6 @@
 """The core's own plugin, registered through the same entry point as any other.
 
-It contributes the [server], [plugins], [workspace], [encryption] and [oauth] config sections, the
+It contributes the [server], [plugins], [workspace], [encryption], [oauth] and [cluster] config sections, the
 `persmem_whoami` tool and the host-level doctor checks.
 """
 
@@ -15,7 +15,7 @@ from persmem_core.doctor import check_port, fail, pass_, warn
 from persmem_core.errors import ConfigError, UserError
 from persmem_core.hookspecs import hookimpl
 from persmem_core.netaddr import is_loopback
-from persmem_core.settings import EncryptionConfig, OAuthConfig, PluginsConfig, ServerConfig, WorkspaceConfig
+from persmem_core.settings import ClusterConfig, EncryptionConfig, OAuthConfig, PluginsConfig, ServerConfig, WorkspaceConfig
 
 
 @hookimpl
@@ -25,6 +25,7 @@ def register_config(register):
     register("workspace", WorkspaceConfig)
     register("oauth", OAuthConfig)
     register("encryption", EncryptionConfig)
+    register("cluster", ClusterConfig)
 
 
 def persmem_whoami(call: CallContext) -> dict:

@@ -146,6 +146,18 @@ class Host:
         written nothing, when the key the home's data needs is missing or another key is loaded."""
         return keys.load_sealer(self.home, self.section("encryption"), self.environ, create=True)
 
+    @functools.cached_property
+    def cluster(self):
+        """The process's connection to the NATS JetStream cluster of [cluster] servers (persmem_core/nats_link.py),
+        connected on first use; None when [cluster] servers is empty (one box). Raises UserError, naming the
+        servers, when the cluster does not answer within [cluster] connect_timeout_seconds."""
+        config = self.section("cluster")
+        if not config.servers:
+            return None
+        from persmem_core.nats_link import NatsLink
+
+        return NatsLink(config).connect()
+
     def data_dir(self, name: str) -> Path:
         """The folder plugin `name` owns inside the persmem home (created on demand)."""
         if not SECTION_RE.match(name):
@@ -233,6 +245,9 @@ class Host:
         for plugin, _, exc in call_each(self.pm, "shutdown", host=self, only=only):
             if exc is not None:
                 self.warnings.append(f"plugin {plugin}: shutdown failed: {type(exc).__name__}: {exc}")
+        link = self.__dict__.pop("cluster", None)  # connected by a plugin that used it: closed after them all
+        if link is not None:
+            link.close()
 
 
 def _collector(store: dict, kind: str) -> PerPlugin:

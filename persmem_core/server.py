@@ -107,6 +107,7 @@ def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local
         security_settings=security,
         max_request_body_size=server_cfg.max_body_bytes,
         json_response=server_cfg.json_response,
+        stateless=server_cfg.stateless,
     )
 
     class MCPEndpoint:

@@ -62,6 +62,10 @@ class ServerConfig(ConfigSection):
         bool, Meta(description="Answer MCP POSTs with plain JSON instead of an SSE stream (both are valid MCP; "
                    "JSON is faster, SSE lets long tools stream progress).")
     ] = True
+    stateless: Annotated[
+        bool, Meta(description="Keep no MCP session between requests, so any node behind a round-robin load "
+                   "balancer can answer any request (docs/scale-out.md). Off: one server keeps a session per client.")
+    ] = False
 
 
 class PluginsConfig(ConfigSection):
@@ -132,3 +136,32 @@ class OAuthConfig(ConfigSection):
         int, Meta(ge=1, description="Most dynamically registered clients kept; registration is open to anyone, so "
                   "clients that never got a grant are dropped after a day, and beyond this number refused.")
     ] = 1000
+
+
+class ClusterConfig(ConfigSection):
+    """[cluster]: the NATS JetStream cluster several persmem nodes share (docs/scale-out.md). Empty `servers`: one
+    box, nothing is replicated, and no plugin connects anywhere."""
+
+    servers: Annotated[
+        list[str], Meta(description='NATS URLs of the cluster, e.g. ["nats://10.0.0.1:4222", "nats://10.0.0.2:4222"]. '
+                        "Empty: this persmem runs alone.")
+    ] = []
+    node: Annotated[
+        str, Meta(pattern=r"^$|^[A-Za-z0-9_-]{1,64}$",
+                  description="This persmem node's name in the cluster (logs, snapshots); default the host name.")
+    ] = ""
+    replicas: Annotated[
+        int, Meta(ge=1, le=5, description="Copies JetStream keeps of each stream; a write is acknowledged once a "
+                  "majority of them has it. 3 survives the loss of one NATS server.")
+    ] = 3
+    credentials: Annotated[
+        str, Meta(description="A NATS .creds file to authenticate with (empty: none). Keep it readable only by "
+                  "the server's user.")
+    ] = ""
+    connect_timeout_seconds: Annotated[
+        float, Meta(gt=0, le=300, description="How long startup waits for the cluster before it gives up.")
+    ] = 20.0
+    request_timeout_seconds: Annotated[
+        float, Meta(gt=0, le=300, description="How long one write waits for JetStream's acknowledgement (a NATS "
+                    "server failing over takes a few seconds).")
+    ] = 10.0
