@@ -11,7 +11,10 @@ Modules, one job each:
 - `commands.py` `persmem amq ...` (opens its own store: no server needed)
 - `store.py`    the mail root: roster, who may read what, send/check/read/history/timeline/threads
 - `feed.py`     the live feed: unread counts and newly delivered messages as event-stream items
+- `hookspecs.py` `amq_backend`: another plugin may keep the mail instead of the Maildir root (the backend contract)
+- `remote.py`   one mailbox in such a backend, with the methods of a Maildir mailbox
 - `maildir.py`  delivery, claiming, listing and quarantine on one mailbox: the Maildir guarantees
 - `message.py`  the on-disk message format (persMEM's `---json` frontmatter + Markdown body), ids, kinds
 - `backup.py`   copying every delivered message for `persmem backup`
+- `migrate.py`  `persmem amq migrate`: the Maildir root copied into the backend in use
 """

@@ -1,12 +1,18 @@
-"""The AMQ plugin's hooks: config, tools, the /amq HTTP endpoint, CLI, lifecycle, doctor, backup and restore,
-reseal (`persmem key migrate|rotate`), the answers to the memory plugin's `inbox_summary` and the sessions plugin's `briefing_sections` (hooks, not
+"""The AMQ plugin's hooks: its own hook (`amq_backend`, where mail is kept), config, tools, the /amq HTTP endpoint,
+CLI, lifecycle, doctor, backup and restore, reseal (`persmem key migrate|rotate`), the answers to the memory plugin's `inbox_summary` and the sessions plugin's `briefing_sections` (hooks, not
 imports). The mail store itself is the service (service.py), kept in `host.state` from startup to shutdown."""
 
 from __future__ import annotations
 
 from persmem_core import hookimpl
 
+from . import hookspecs
 from .config import AmqConfig
+
+
+@hookimpl
+def add_hookspecs(add):
+    add(hookspecs)
 
 
 @hookimpl
@@ -55,7 +61,9 @@ def startup(host):
 def shutdown(host):
     from .service import NAME
 
-    host.state.pop(NAME)  # the store holds no open files: nothing to close
+    store = host.state.pop(NAME)
+    if store is not None:
+        store.close()  # a Maildir holds no open files; a backend stops its background work
 
 
 @hookimpl(optionalhook=True)
@@ -90,6 +98,13 @@ def doctor(host):
         store = open_service(host)  # its own store: doctor also runs without a server
     except OSError as exc:
         return [fail("amq mail root", f"{root}: {exc.strerror or exc}")]
+    if store.backend is not None:  # the backend's plugin checks the backend itself in its own doctor
+        try:
+            boxes = store.on_disk()
+            return [pass_("amq mail", f"{store.where()}: {len(boxes)} mailbox(es), "
+                          f"{sum(store.box(b).unread_count() for b in boxes)} unread")]
+        finally:
+            store.close()
     if not os.access(root, os.W_OK):
         return [fail("amq mail root", f"{root} is not writable by this user")]
     boxes = store.on_disk()

@@ -1,7 +1,8 @@
 """The AMQ plugin's service: the mail store of this host, opened at startup and kept in `host.state`.
 
-- `open_service(host)` opens the store on the mail root ([amq] root, or the plugin's own data folder). The
-  `startup` hook puts it in `host.state`; CLI commands (no server) open their own for the command's length.
+- `open_service(host)` opens the store on the mail root ([amq] root, or the plugin's own data folder), or on
+  the mail backend another plugin answers the `amq_backend` hook with (hookspecs.py). The `startup` hook puts it
+  in `host.state` (`shutdown` closes it); CLI commands (no server) open their own for the command's length.
 - `service(host)` is how entry points (tools, panel, /amq routes) get it: before startup, or after shutdown,
   that is `NotReady`, never a second store opened on the side.
 """
@@ -25,9 +26,17 @@ def mail_root(host) -> Path:
 
 
 def open_service(host) -> MailStore:
-    """The mail store on the host's mail root; sealed mail is opened (and, with [amq] encrypt, new mail sealed)
-    with the home's Sealer, loaded only when first needed."""
-    return MailStore(mail_root(host), host.section("amq"), host.agents.names, lambda: host.sealer).open()
+    """The mail store on the host's mail root, or on the mail backend a plugin answers `amq_backend` with
+    (hookspecs.py); sealed mail is opened (and, with [amq] encrypt, new mail sealed) with the home's Sealer,
+    loaded only when first needed. The caller closes it (`store.close()`)."""
+    return MailStore(mail_root(host), host.section("amq"), host.agents.names, lambda: host.sealer,
+                     backend=mail_backend(host)).open()
+
+
+def mail_backend(host):
+    """The backend another plugin keeps the mail in (`amq_backend`), or None: the Maildir root."""
+    ask = getattr(host.hook, "amq_backend", None)
+    return ask(host=host) if ask is not None else None
 
 
 def service(host) -> MailStore:

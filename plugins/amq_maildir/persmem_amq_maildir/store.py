@@ -8,6 +8,8 @@ Rules:
   Mailboxes are created on first delivery.
 - with `[amq] encrypt` and the home's Sealer enabled, each delivered file is the message sealed as one blob
   (maildir.PURPOSE); otherwise persMEM's plain format. Reading opens either (maildir.py).
+- the mail is kept in the Maildir root, or in a mail backend another plugin answers the `amq_backend` hook with
+  (hookspecs.py; remote.py adapts it): the rules above are the same for both.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from persmem_core.sealing import Sealer
 from .config import AmqConfig
 from .maildir import PURPOSE, Entry, Mailbox, Quarantined
 from .message import ID_RE, KINDS, PRIORITIES, PRIORITY_RANK, SUFFIX, Header, encode, new_id, now_iso
+from .remote import RemoteBox
 
 log = logging.getLogger("persmem.amq")
 
@@ -35,21 +38,40 @@ def normalize(name: str) -> str:
 
 class MailStore:
     """The mail root. `sealer` gives the home's Sealer (asked for only when a message is sealed or read sealed:
-    a command that lists mailboxes needs no key); None: plain Maildir only."""
+    a command that lists mailboxes needs no key); None: plain Maildir only. `backend`: a mail backend (the
+    `amq_backend` hook) that keeps the mail instead of the Maildir folders under `root`; None: the Maildir."""
 
     def __init__(self, root: Path, config: AmqConfig, registered_agents: Callable[[], Iterable[str]] = tuple,
-                 sealer: Callable[[], Sealer] | None = None):
+                 sealer: Callable[[], Sealer] | None = None, backend=None):
         self.root = root
         self.config = config
+        self.backend = backend
         self._registered = registered_agents
         self._sealer = sealer
-        self._boxes: dict[str, Mailbox] = {}
+        self._boxes: dict[str, Mailbox | RemoteBox] = {}
         self._lock = threading.Lock()
         self.changed = threading.Condition()
-        self.generation = 0  # bumped on every send/claim in this process (the event stream wakes on it)
+        self._generation = 0  # bumped on every send/claim in this process
+
+    @property
+    def generation(self) -> int:
+        """Changes on every send and claim of this process and, with a backend, on every change it sees (other
+        nodes' too): the event stream wakes on it."""
+        return self._generation + (self.backend.generation if self.backend is not None else 0)
+
+    def where(self) -> str:
+        """Where the mail is kept, for people."""
+        return self.backend.describe() if self.backend is not None else f"Maildir root {self.root}"
+
+    def close(self) -> None:
+        """Let go of the backend (a Maildir holds nothing open)."""
+        if self.backend is not None:
+            self.backend.close()
 
     # -- roster ----------------------------------------------------------------------------------------
     def open(self) -> MailStore:
+        if self.backend is not None:
+            return self
         self.root.mkdir(parents=True, exist_ok=True)
         removed = sum(self.box(name).clean_tmp(self.config.tmp_max_age_hours * 3600) for name in self.on_disk())
         if removed:
@@ -57,6 +79,9 @@ class MailStore:
         return self
 
     def on_disk(self) -> list[str]:
+        """The mailboxes that exist: folders under the Maildir root, or the backend's mailboxes."""
+        if self.backend is not None:
+            return [n for n in self.backend.mailboxes() if NAME_RE.match(n)]
         try:
             return sorted(n for n in os.listdir(self.root) if NAME_RE.match(n) and (self.root / n / "inbox").is_dir())
         except FileNotFoundError:
@@ -66,11 +91,15 @@ class MailStore:
         names = set(self.config.agents) | set(self._registered()) | set(self.on_disk())
         return sorted(n for n in names if NAME_RE.match(n))
 
-    def box(self, name: str) -> Mailbox:
+    def box(self, name: str) -> Mailbox | RemoteBox:
         with self._lock:
             box = self._boxes.get(name)
             if box is None:
-                box = self._boxes[name] = Mailbox(self.root / name, self.config.max_file_bytes, self._sealer)
+                if self.backend is not None:
+                    box = RemoteBox(self.backend, name, self.config.max_file_bytes, self._sealer)
+                else:
+                    box = Mailbox(self.root / name, self.config.max_file_bytes, self._sealer)
+                self._boxes[name] = box
             return box
 
     def _known(self, name: str, role: str, caller: str) -> str:
@@ -153,7 +182,9 @@ class MailStore:
                 log.error("amq: delivery to %s failed: %s", rcpt, exc)
                 raise UserError(f"delivery to {rcpt!r} failed ({exc.strerror or exc}); the message was not sent"
                                 + (" to the others either" if header.recipients else "")
-                                + ". Check disk space and permissions of the mail root (persmem doctor).") from None
+                                + (". Check disk space and permissions of the mail root (persmem doctor)."
+                                   if self.backend is None else f"; {self.backend.describe()} did not take it: try "
+                                   "again in a moment (persmem doctor checks it).")) from None
         raise UserError("could not find a free message name after 5 tries; try again.")
 
     def _recipients(self, caller: str, to) -> list[str]:
@@ -247,7 +278,12 @@ class MailStore:
                             "amq_history read ones.")
         claimed = False
         if entry.folder == "new" and inbox == caller:
-            claimed = box.claim(name)
+            try:
+                claimed = box.claim(name)
+            except OSError as exc:
+                log.error("amq: marking %s read in %s failed: %s", name, inbox, exc)
+                raise UserError(f"could not mark {msg_id!r} read ({exc.strerror or exc}); it stays unread. Try "
+                                "amq_read again in a moment (persmem doctor checks the mail store).") from None
             self._bump()
         out = full(entry)
         out["status"] = "read" if claimed or entry.folder == "cur" else "unread"
@@ -335,7 +371,7 @@ class MailStore:
 
     def _bump(self) -> None:
         with self.changed:
-            self.generation += 1
+            self._generation += 1
             self.changed.notify_all()
 
 

@@ -6,7 +6,6 @@ quarantined; and kill -9 during a send loop loses no acknowledged message."""
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
