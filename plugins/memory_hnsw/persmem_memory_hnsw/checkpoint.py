@@ -56,7 +56,8 @@ _LENGTH = struct.Struct("<Q")
 
 # Every attribute of Rows and of BM25Index, and how the checkpoint carries it (tests compare these with vars():
 # an attribute added to either class without a place here fails them, so nothing is silently left out).
-ROWS_SAVED = ("at_row", "by_hash", "tag_rows", "next_label", "unembedded", "successor_of", "consolidated_into",
+ROWS_SAVED = ("at_row", "by_hash", "tag_rows", "next_label", "applied_seq", "unembedded", "successor_of",
+              "consolidated_into",
               "_successors", "_consolidators", "undone_links", "projects", "types", "authors", "_strings")
 ROWS_DERIVED = ("heads", "row_of")  # from at_row: the live rows in row order (as put/_retire leave them)
 ROWS_ARRAYS = ("label_row", "project", "type", "author", "created", "alive", "first_label", "label_count",
@@ -106,6 +107,7 @@ class State(msgspec.Struct, kw_only=True):
     n_alive: int
     total_len: float
     arrays: list[ArrayInfo]
+    applied_seq: int = 0  # Rows.applied_seq (a replicated collection's place in the memory stream)
 
 
 class CheckpointMeta(msgspec.Struct, kw_only=True):
@@ -190,7 +192,8 @@ def save(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, log_off
     state = State(
         format=FORMAT, model_id=model_id, dim=vectors.dim, log_offset=log_offset, dead_bytes=dead_bytes,
         at_row=bare, by_hash_other=hash_other, tag_rows=rows.tag_rows, next_label=rows.next_label,
-        unembedded=rows.unembedded, successor_of=rows.successor_of, consolidated_into=rows.consolidated_into,
+        applied_seq=rows.applied_seq, unembedded=rows.unembedded, successor_of=rows.successor_of,
+        consolidated_into=rows.consolidated_into,
         successors=rows._successors, consolidators=rows._consolidators, undone_links=rows.undone_links,
         projects=rows.projects.code, types=rows.types.code, authors=rows.authors.code, strings=list(rows._strings),
         terms=list(lexical._term_id),
@@ -411,7 +414,8 @@ def _fill(data: memoryview, meta: CheckpointMeta, rows: Rows, vectors: VectorInd
     by_hash.update(state.by_hash_other)
     fields = {
         "heads": heads, "row_of": row_of, "at_row": at_row, "by_hash": by_hash,
-        "tag_rows": state.tag_rows, "next_label": state.next_label, "unembedded": state.unembedded,
+        "tag_rows": state.tag_rows, "next_label": state.next_label, "applied_seq": state.applied_seq,
+        "unembedded": state.unembedded,
         "successor_of": state.successor_of, "consolidated_into": state.consolidated_into,
         "_successors": state.successors, "_consolidators": state.consolidators, "undone_links": state.undone_links,
         "projects": _codes(state.projects), "types": _codes(state.types), "authors": _codes(state.authors),

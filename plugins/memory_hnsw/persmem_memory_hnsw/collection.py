@@ -19,6 +19,7 @@ retrieval counts are sealed (log.py, vectors.py); only the model record (a model
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -46,6 +47,7 @@ from .query import Filters
 from .ranking import rank
 from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
                       trim_feedback, version_of, votes)
+from .replication import Behind
 from .replay import (INDEX_NAME, check_model, drop_checkpoint, load_index, matrix, open_rows, rebuild_index,
                      record_model, reembed_all, save_checkpoint)
 from .rows import Rows
@@ -56,6 +58,24 @@ log = logging.getLogger("persmem.memory")
 USAGE_NAME = "usage.msgpack"  # retrieval counts: id -> (ranked count, last retrieved at, count), saved with the index
 USAGE_PURPOSE = b"memory.usage"  # what the retrieval counts are sealed as
 MAX_NOTE_CHARS = 500  # a memory_validate note
+
+
+MAX_WRITE_TRIES = 20  # a write another node's writes keep overtaking (replication.Behind) is made again this often
+
+
+def replicated(method):
+    """A write of a replicated collection is made again after applying what another node wrote first (the
+    stream refused it: replication.Behind), so it is decided against the state every node has. Alone: as is."""
+    @functools.wraps(method)
+    def write(self, *args, **kwargs):
+        for _ in range(MAX_WRITE_TRIES):
+            try:
+                return method(self, *args, **kwargs)
+            except Behind as behind:
+                self.wait_applied(behind.last_seq)
+        raise UserError(f"collection {self.name!r} is being written on other nodes faster than this write could "
+                        "follow; nothing was changed. Try again.")
+    return write
 
 
 class WriteFailed(UserError):
@@ -92,10 +112,11 @@ class Hit:
 
 class Collection:
     def __init__(self, name: str, folder: Path, embedder, config: MemoryConfig, sealer: Sealer | None = None,
-                 embedding=None):
+                 embedding=None, replication=None):
         """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files (tests, tools
         without a home). `embedding`: the service's BackgroundEmbedder; None embeds every store before it is
-        acknowledged (a collection of its own, in a tool or a test)."""
+        acknowledged (a collection of its own, in a tool or a test). `replication`: on a cluster, the memory
+        stream (replication.py) every write is published to and the collection follows; None: one box."""
         self.name, self.folder, self.embedder, self.config = name, Path(folder), embedder, config
         self.sealer = sealer or Sealer.plain()
         self.embedding = embedding
@@ -115,6 +136,10 @@ class Collection:
         self._usage_lock = threading.Lock()  # searches count retrievals under the read lock, side by side
         self._usage_changed = False
         self._upkeep_after = 0.0  # monotonic time before which _maintain does nothing (after a failure)
+        self.replication = replication
+        self.follower = None  # on a cluster: the stream follower (replication.Follower), from `follow`
+        self._applied = threading.Condition()  # notified when Rows.applied_seq moves
+        self._snapshot_seq = 0  # the sequence of the last snapshot this node published or started from
 
     @property
     def memories(self) -> dict[str, Head]:
@@ -165,6 +190,8 @@ class Collection:
         return self
 
     def close(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
         with self.lock.gen_wlock():
             self.closed = True
             try:
@@ -182,6 +209,82 @@ class Collection:
         save_checkpoint(self.folder, self.log, self.rows, self.vectors, self.embedder.model_id)
         self.changes_since_save = 0
         self._save_usage()
+        if self.replication is not None and self.rows.applied_seq - self._snapshot_seq >= self.config.snapshot_every:
+            self._publish_snapshot()
+
+    # -- on a cluster (replication.py) ---------------------------------------------------
+    def follow(self) -> None:
+        """Follow the memory stream from the last write applied here, and return once everything the stream held
+        when this was called is applied (a node that was down catches up before it answers)."""
+        target = self.replication.last_seq(self.name)
+        self.follower = self.replication.follow(self.name, self.rows.applied_seq, self.apply_replicated)
+        self.wait_applied(target, timeout=None)
+
+    def wait_applied(self, seq: int, timeout: float | None = 30.0) -> None:
+        """Return once the stream's writes up to `seq` are applied here. UserError after `timeout` seconds."""
+        with self._applied:
+            if not self._applied.wait_for(lambda: self.rows.applied_seq >= seq or self.closed, timeout):
+                raise UserError(f"collection {self.name!r} on this node is {seq - self.rows.applied_seq} writes behind "
+                                f"the cluster and did not catch up within {timeout:g} s; nothing was changed. Try "
+                                "again (`persmem cluster status` shows the cluster).")
+
+    def apply_replicated(self, batch: list[tuple[int, list]]) -> None:
+        """Apply writes from the memory stream, in stream order: (sequence, log entries) pairs. A write at or below
+        `applied_seq` (made here, or applied before) is skipped. Each entry is logged here with its sequence; a
+        memory gets this node's own vector labels."""
+        with self.lock.gen_wlock():
+            if self.closed:
+                return
+            for seq, entries in batch:
+                if seq <= self.rows.applied_seq:
+                    continue
+                for entry in entries:
+                    if isinstance(entry, Delete):
+                        if entry.id in self.memories:
+                            [(start, end)] = self._append([entry], sync=False, seq=seq)
+                            self.log.dead_bytes += self.rows.span_bytes(entry.id) + end - start
+                            self.vectors.remove(self.rows.remove(entry.id).labels)
+                            self.changes_since_save += 1
+                        continue
+                    memory = entry.memory
+                    current = self.memories.get(memory.id)
+                    count = len(memory.labels)
+                    labels = (list(current.labels) if current is not None and len(current.labels) == count
+                              else self.rows.new_labels(count))
+                    memory = msgspec.structs.replace(memory, labels=labels)
+                    vecs = matrix(entry.vectors, self.embedder.dim)
+                    self._commit([Put(memory=memory, vectors=entry.vectors, detect=entry.detect)], [(memory, vecs)],
+                                 sync=False, seq=seq)
+                self._applied_to(seq)
+            self._maintain()
+
+    def _applied_to(self, seq: int) -> None:
+        with self._applied:
+            self.rows.applied_seq = max(self.rows.applied_seq, seq)
+            self._applied.notify_all()
+
+    def _publish_snapshot(self) -> None:
+        """Hand this node's files as they are now (write lock held, just saved) to the object store, for new nodes
+        to start from (replication.restore_snapshot); the upload runs in a thread of its own."""
+        from .checkpoint import checkpoint_path, meta_path as checkpoint_meta
+        from .replay import MODEL_RECORD
+        from .vectors import meta_path as index_meta
+
+        paths = {LOG_NAME: (self.folder / LOG_NAME, self.log.size)}
+        for path in (self.folder / INDEX_NAME, index_meta(self.folder / INDEX_NAME), checkpoint_path(self.folder),
+                     checkpoint_meta(checkpoint_path(self.folder)), self.folder / MODEL_RECORD):
+            if path.exists():
+                paths[path.name] = (path, path.stat().st_size)
+        files = {name: (open(path, "rb"), size) for name, (path, size) in paths.items()}
+        self._snapshot_seq = seq = self.rows.applied_seq
+
+        def upload():
+            try:
+                self.replication.publish_snapshot(self.name, files, seq)
+            except Exception:  # noqa: BLE001 - optional: a new node then replays more of the stream
+                log.exception("collection %s: publishing a snapshot failed", self.name)
+
+        threading.Thread(target=upload, name=f"memory-snapshot-{self.name}", daemon=True).start()
 
     # -- retrieval counts (statistics: a crash loses those since the last save) --
     def record_retrievals(self, ids: list[str], *, by: str | None = None) -> None:
@@ -319,6 +422,7 @@ class Collection:
             return used
 
     # -- writing ------------------------------------------------------------
+    @replicated
     def store(self, items: list[NewMemory], *, author: str, dedup: bool = True,
               editors: dict[str, list[str]] | None = None) -> list[dict]:
         """Store `items` for `author` (one log write for all, all or nothing on a refusal), durably: returns once
@@ -465,6 +569,7 @@ class Collection:
         self._mark_embedded(max(ticket for _, ticket in items))
         return done
 
+    @replicated
     def _add_embedded(self, embedded: list[tuple[Memory, np.ndarray]], link: LinkChange | None = None) -> int:
         """Log memories again with their vectors and put the vectors in the index; returns how many. Each item
         is (the memory as it was embedded, its vectors). The memory's latest entry
@@ -527,6 +632,7 @@ class Collection:
         with self._embedded:
             return self._embedded.wait_for(lambda: self._embedded_ticket >= target or self.closed, timeout)
 
+    @replicated
     def update(self, memory_id: str, *, editor: str, editors: dict[str, list[str]], content: str | None = None,
                tags: list[str] | None = None, type: str | None = None, project: str | None = None,
                valid_until: float | None = None, review_after: float | None = None) -> Memory:
@@ -561,6 +667,7 @@ class Collection:
             self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)])
             return memory
 
+    @replicated
     def delete(self, memory_id: str, *, by: str, editors: dict[str, list[str]]) -> Memory:
         """Delete for `by`, who must be the author or granted by `editors` (permissions.py)."""
         with self.lock.gen_wlock():
@@ -577,6 +684,7 @@ class Collection:
             return memory
 
     # -- the lifecycle: links, feedback, consolidated memories (one Put each; nothing deleted) --
+    @replicated
     def unlink(self, memory_id: str, *, supersedes_id: str | None, by: str, editors: dict[str, list[str]]) -> Memory:
         """Undo supersedes links. `memory_id` is the newer memory (drop its link to `supersedes_id`, or all its
         links when None) or the older one (drop the link of the memory that supersedes it). A link may be undone
@@ -614,6 +722,7 @@ class Collection:
                 current, supersedes=[t for t in current.supersedes if t not in targets],
                 link_history=[*current.link_history, *changes]))
 
+    @replicated
     def validate(self, memory_id: str, *, by: str, helpful: bool, note: str = "") -> Memory:
         """Record `by`'s verdict on a memory it can see (its latest verdict replaces its earlier ones in the
         memory's confidence). Returns the memory as stored."""
@@ -627,6 +736,7 @@ class Collection:
             verdict = Feedback(by=by, at=time.time(), helpful=bool(helpful), note=note.strip())
             return self._rewrite(msgspec.structs.replace(current, feedback=trim_feedback([*current.feedback, verdict])))
 
+    @replicated
     def write_consolidated(self, item: NewMemory, *, author: str) -> dict:
         """Store the consolidated memory `item` (its `memory_id` and `consolidates` set by the caller) for
         `author`, or, when its id exists, make a new version of it with the new content, tags and members (the
@@ -662,6 +772,7 @@ class Collection:
             self._commit([Put(memory=memory, vectors=vecs.astype(np.float32).tobytes())], [(memory, vecs)])
             return {"status": "updated", "id": memory.id, "chunks": len(labels)}
 
+    @replicated
     def restore_lifecycle(self, memory_id: str, *, supersedes: list[str], link_history: list[LinkChange],
                           feedback: list[Feedback]) -> bool:
         """Give a memory an import just stored its exported links, link history and feedback, as they were (no
@@ -758,14 +869,15 @@ class Collection:
         return (self.config.supersede_detect and not is_private(self.config, self.name)
                 and item.type not in BOOTSTRAP_TYPES and item.type != CONSOLIDATED_TYPE)
 
-    def _commit(self, puts: list[Put], pending: list[tuple[Memory, np.ndarray]], *, sync: bool = True) -> int:
+    def _commit(self, puts: list[Put], pending: list[tuple[Memory, np.ndarray]], *, sync: bool = True,
+                seq: int | None = None) -> int:
         """Log, then apply to the rows and the index; returns the log offset after the entries. With `sync`, the
         entries are durable on return; without, the caller releases the lock and calls `_sync` with that offset
         before acknowledging them. A memory whose `vecs` are empty (none of its labels) waits for the background
-        embedder. Caller holds the write lock."""
+        embedder. `seq`: applying a write from the memory stream (apply_replicated). Caller holds the write lock."""
         if not puts:
             return 0
-        spans = self._append(puts, sync=sync)  # raises: nothing applied, nothing acknowledged
+        spans = self._append(puts, sync=sync, seq=seq)  # raises: nothing applied, nothing acknowledged
         for (memory, vecs), span in zip(pending, spans, strict=True):
             if memory.id in self.memories:
                 self.log.dead_bytes += self.rows.span_bytes(memory.id)
@@ -784,11 +896,21 @@ class Collection:
         self._maintain()
         return spans[-1][1]
 
-    def _append(self, entries: list, *, sync: bool = True) -> list[tuple[int, int]]:
+    def _append(self, entries: list, *, sync: bool = True, seq: int | None = None) -> list[tuple[int, int]]:
         """Log (durably with `sync`). A failed write (disk full, I/O error) leaves the log as it was and is
-        reported as a UserError saying nothing was stored."""
+        reported as a UserError saying nothing was stored. On a cluster, the entries are first published to the
+        memory stream (Behind when another node wrote first; ReplicationFailed when the cluster does not take
+        them): `seq` is where they are in it, given when they come from the stream (apply_replicated)."""
+        if seq is None and self.replication is not None:
+            seq = self.replication.publish(self.name, entries, self.rows.applied_seq)
+        if seq is not None:
+            for entry in entries:
+                entry.seq = seq
         try:
-            return self.log.append(entries) if sync else self.log.write(entries)
+            spans = self.log.append(entries) if sync else self.log.write(entries)
+            if seq is not None:
+                self._applied_to(seq)
+            return spans
         except OSError as exc:
             log.error("collection %s: could not append to %s: %s", self.name, self.log.path, exc)
             if sync:

@@ -137,6 +137,10 @@ class MemoryConfig(ConfigSection):
                                                   "statements, best first, until this is reached).")
     ] = 5000
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
+    snapshot_every: Annotated[
+        int, Meta(ge=1, description="On a cluster ([cluster] servers): when the index is saved, publish the collection's "
+                  "files for new nodes to start from once the memory stream is this many writes past the last snapshot.")
+    ] = 10_000
     embed_batch: Annotated[
         int, Meta(ge=1, le=1024, description="Stores are acknowledged once logged and embedded in the background, "
                                              "up to this many at a time.")

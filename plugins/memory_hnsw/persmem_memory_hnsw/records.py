@@ -222,12 +222,14 @@ class Put(msgspec.Struct, tag="put", kw_only=True, omit_defaults=True):
     memory: Memory
     vectors: bytes
     detect: bool = False
+    seq: int = 0  # on a cluster: the memory stream's sequence it was published at (replication.py); 0 alone
 
 
-class Delete(msgspec.Struct, tag="del", kw_only=True):
+class Delete(msgspec.Struct, tag="del", kw_only=True, omit_defaults=True):
     id: str
     at: float
     by: str
+    seq: int = 0  # as Put.seq
 
 
 Entry = Put | Delete

@@ -88,6 +88,8 @@ def _apply_entries(entries, record_log: RecordLog, rows: Rows, vectors: VectorIn
     count = 0
     for offset, end, entry in entries:
         count += 1
+        if entry.seq > rows.applied_seq:  # a replicated collection's place in the memory stream
+            rows.applied_seq = entry.seq
         if isinstance(entry, Put):
             if entry.memory.id in rows.heads:
                 record_log.dead_bytes += rows.span_bytes(entry.memory.id)

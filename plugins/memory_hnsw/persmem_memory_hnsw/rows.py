@@ -43,6 +43,7 @@ class Rows:
         self.tag_rows: dict[str, set[int]] = {}
         self.label_row = np.full(0, -1, dtype=np.int32)  # vector label -> row (-1: none)
         self.next_label = 0  # the first vector label never used
+        self.applied_seq = 0  # on a cluster: the memory stream's last sequence applied here (replication.py)
         self.lexical = BM25Index()
         # Live memories whose latest log entry holds no vectors yet: acknowledged once logged, embedded later by the
         # service's background embedder (embedding.py). Found by keyword meanwhile; a replay queues them again.

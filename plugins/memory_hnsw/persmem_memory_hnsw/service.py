@@ -75,8 +75,17 @@ def make_embedder(host):
 
 
 def new_service(host) -> MemoryService:
-    """The host's memory service, not started yet (nothing locked, nothing loaded)."""
-    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host), host.sealer)
+    """The host's memory service, not started yet (nothing locked, nothing loaded). On a cluster ([cluster]
+    servers) its collections follow the memory stream (replication.py); connecting waits for the cluster."""
+    replication = None
+    if host.cluster is not None:
+        from .replication import Replication
+
+        cluster = host.section("cluster")
+        replication = Replication(host.cluster, host.sealer, replicas=cluster.replicas,
+                                  timeout=cluster.request_timeout_seconds)
+    return MemoryService(host.data_dir(DATA_FOLDER), host.section("memory"), make_embedder(host), host.sealer,
+                         replication)
 
 
 def open_service(host) -> MemoryService:
@@ -138,8 +147,9 @@ def check_keys(folder: Path, sealer: Sealer) -> None:
 
 
 class MemoryService:
-    def __init__(self, folder: Path, config: MemoryConfig, embedder, sealer: Sealer | None = None):
-        """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files."""
+    def __init__(self, folder: Path, config: MemoryConfig, embedder, sealer: Sealer | None = None, replication=None):
+        """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files. `replication`: the
+        cluster's memory stream (replication.Replication), or None on one box."""
         self.folder, self.config, self.embedder = Path(folder), config, embedder
         self.sealer = sealer or Sealer.plain()
         self._collections: dict[str, Collection] = {}
@@ -153,6 +163,7 @@ class MemoryService:
         # left is embedded at the next start); a CLI command's service waits for it (`drain_on_stop`).
         self.embedding = BackgroundEmbedder(batch=config.embed_batch) if embedder is not None else None
         self.drain_on_stop = False
+        self.replication = replication
 
     def start(self) -> MemoryService:
         """Take the store and load everything now (the CLI's way)."""
@@ -220,9 +231,23 @@ class MemoryService:
         self.embedder.load()
         if self.embedding is not None and not self.embedding.running:
             self.embedding.start()
-        for path in self._collection_folders():
-            self.collection(path.name)
+        names = [path.name for path in self._collection_folders()]
+        if self.replication is not None:
+            self.replication.ensure_stream()
+            names = sorted(set(names) | set(self.replication.collections()))
+            self.replication.watch_collections(self._discovered)
+        for name in names:
+            self.collection(name)
         self._ready.set()
+
+    def _discovered(self, name: str) -> None:
+        """A collection another node wrote to (the stream's watcher): open it here too, following the stream."""
+        if name not in self._collections and COLLECTION_RE.match(name):
+            try:
+                self.collection(name)
+            except Exception:  # noqa: BLE001 - opened on first use instead
+                logging.getLogger("persmem.memory").exception("collection %s (written on another node) did not open",
+                                                              name)
 
     def reindex(self) -> Iterator[tuple[str, int]]:
         """Re-embed every collection with the configured embedder and rebuild its index (after a model change),
@@ -245,6 +270,8 @@ class MemoryService:
             self._consolidation = None
         if self.embedding is not None:
             self.embedding.stop(drain=self.drain_on_stop)
+        if self.replication is not None:
+            self.replication.stop()
         for collection in self._collections.values():
             collection.close()
         self._collections.clear()
@@ -258,13 +285,19 @@ class MemoryService:
         existing = self._collections.get(name)
         if existing is not None:
             return existing
-        if not create:
+        if not create and (self.replication is None or name not in self.replication.collections()):
             raise UserError(f"no collection {name!r}; memory_list_collections shows them.")
         with self._open_lock:
             if name not in self._collections:
                 try:
-                    self._collections[name] = Collection(name, self.folder / name, self.embedder, self.config,
-                                                         self.sealer, self.embedding).open()
+                    folder = self.folder / name
+                    if self.replication is not None and not (folder / LOG_NAME).exists():
+                        self.replication.restore_snapshot(name, folder)  # a new node: start from a snapshot
+                    opened = Collection(name, folder, self.embedder, self.config, self.sealer, self.embedding,
+                                        self.replication).open()
+                    if self.replication is not None:
+                        opened.follow()  # and catch up with the stream before anyone reads it here
+                    self._collections[name] = opened
                 except OSError as exc:  # a new collection on a full or read-only disk
                     logging.getLogger("persmem.memory").error("collection %s could not be opened: %s", name, exc)
                     raise UserError(write_failed(self.folder, exc, f"collection {name!r} could not be opened")) from None

@@ -1,0 +1,343 @@
+"""Replicated memory on a NATS JetStream cluster (docs/scale-out.md): every collection's log entries are published
+to one stream, and every persmem node applies that stream to its own log, rows and index.
+
+- The stream `PERSMEM_MEMORY` (subjects `persmem.memory.<collection>`, [cluster] replicas copies, file storage)
+  is the truth a node's collection follows. One message is one write's log entries (collection.py `_append`):
+  a store of a batch, an update, a delete, a link, an embedded memory. Each entry carries the message's stream
+  sequence in the node's own log (`Put.seq`, `Delete.seq`), so a node knows exactly where it stopped
+  (`Rows.applied_seq`) and resumes after it.
+- A write is published with `Nats-Expected-Last-Subject-Sequence` = the collection's `applied_seq`: JetStream
+  stores it only if nothing else was written to that collection since this node last applied, so every node
+  applies the same writes in the same order (compare-and-set on the whole collection). When another node wrote
+  first, `publish` raises `Behind`; the writer waits until the follower has applied that (`Collection.
+  _replicated`) and makes its write again, against the new state. The write is acknowledged once JetStream's
+  PubAck says a majority of the replicas stored it (and the node applied it: read-your-writes on that node).
+- A `Follower` per collection is an ordered push consumer from `applied_seq + 1`; a thread hands what arrives,
+  in order and in batches, to `Collection.apply_replicated`.
+- A new node (a collection folder without a log) starts from the newest snapshot in the object store
+  `persmem_memory_snapshots` (the collection's files as some node saved them, and the sequence they reach)
+  and follows the stream from there (`restore_snapshot`, `publish_snapshot`).
+- With [encryption] enabled, messages and snapshots are sealed with the home's key (purpose `memory.replica`):
+  every node of one cluster needs the same key file.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import queue
+import secrets
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from persmem_core import UserError
+from persmem_core.sealing import Sealer
+
+from .records import Entry
+
+log = logging.getLogger("persmem.memory")
+
+STREAM = "PERSMEM_MEMORY"
+SUBJECT_PREFIX = "persmem.memory."
+SNAPSHOTS = "persmem_memory_snapshots"  # object store bucket: one object per collection, its newest snapshot
+PURPOSE = b"memory.replica"  # what a sealed stream message is sealed as
+MAX_MESSAGE = 8 << 20  # a bulk store of 1,000 memories with their text fits; the stream refuses larger
+APPLY_BATCH = 512  # messages a follower hands over at once (one write lock)
+SNAPSHOT_FILES = ("records.log", "vectors.hnsw", "vectors.hnsw.meta.json", "checkpoint.bin", "checkpoint.meta.json",
+                  "model.json")
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(list[Entry])
+
+
+class Behind(Exception):
+    """Another node wrote to the collection since this one last applied: apply up to `last_seq`, then write again."""
+
+    def __init__(self, last_seq: int):
+        super().__init__(f"the collection's stream is at {last_seq}")
+        self.last_seq = last_seq
+
+
+class ReplicationFailed(UserError):
+    """The cluster did not take a write (no quorum, or it did not answer in time)."""
+
+
+def subject(collection: str) -> str:
+    return SUBJECT_PREFIX + collection
+
+
+class Replication:
+    """The memory stream of one persmem node: publishing writes, following collections, snapshots."""
+
+    def __init__(self, link, sealer: Sealer, *, replicas: int, timeout: float):
+        self.link, self.sealer, self.replicas, self.timeout = link, sealer, replicas, timeout
+        self._followers: list[Follower] = []
+        self._watcher = None
+        self._known: set[str] = set()  # collections watch_collections has reported
+
+    # -- the stream ---------------------------------------------------------------------------------------
+    def ensure_stream(self) -> None:
+        """Create the stream (and the snapshot bucket) if this is the first node; refuse a stream of another
+        shape."""
+        from nats.js.api import StorageType, StreamConfig
+        from nats.js.errors import NotFoundError
+
+        async def _ensure():
+            js = self.link.js
+            try:
+                info = await js.stream_info(STREAM)
+            except NotFoundError:
+                info = await js.add_stream(StreamConfig(
+                    name=STREAM, subjects=[SUBJECT_PREFIX + ">"], storage=StorageType.FILE,
+                    num_replicas=self.replicas, max_msg_size=MAX_MESSAGE, duplicate_window=120.0, allow_direct=True,
+                    description="persmem: every collection's memory log entries (docs/scale-out.md)"))
+            try:
+                await js.object_store(SNAPSHOTS)
+            except NotFoundError:
+                from nats.js.api import ObjectStoreConfig
+
+                await js.create_object_store(SNAPSHOTS, config=ObjectStoreConfig(
+                    bucket=SNAPSHOTS, replicas=self.replicas, storage=StorageType.FILE,
+                    description="persmem: the newest snapshot of each memory collection"))
+            return info
+
+        info = self._run(_ensure(), "create the memory stream")
+        if info.config.num_replicas != self.replicas:
+            log.warning("memory stream %s has %d replicas, [cluster] replicas says %d (the stream is left as it is)",
+                        STREAM, info.config.num_replicas, self.replicas)
+
+    def collections(self) -> list[str]:
+        """The collections the stream holds writes of (some may not be open on this node yet)."""
+        info = self._run(self.link.js.stream_info(STREAM, subjects_filter=SUBJECT_PREFIX + ">"), "list collections")
+        return sorted(name[len(SUBJECT_PREFIX):] for name in (info.state.subjects or {}))
+
+    def last_seq(self, collection: str) -> int:
+        """The stream sequence of the collection's newest write (0: none)."""
+        from nats.js.errors import NotFoundError
+
+        async def _last():
+            try:
+                return (await self.link.js.get_last_msg(STREAM, subject(collection))).seq
+            except NotFoundError:
+                return 0
+
+        return self._run(_last(), "read the collection's last write")
+
+    # -- writing ------------------------------------------------------------------------------------------
+    def publish(self, collection: str, entries: list, expected: int) -> int:
+        """Publish one write's entries; returns its stream sequence once a majority of the replicas stored it.
+        Behind when another write reached the collection after `expected`. A publish that times out (a NATS
+        server failing over) is sent again with the same message id, which JetStream stores at most once."""
+        from nats.errors import ConnectionClosedError, NoRespondersError
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.errors import APIError
+
+        data = self.sealer.seal(_encoder.encode(entries), PURPOSE)
+        if len(data) > MAX_MESSAGE:
+            raise UserError(f"this write is {len(data):,} bytes, more than the cluster takes in one message "
+                            f"({MAX_MESSAGE:,}); store fewer memories per call.")
+        headers = {"Nats-Msg-Id": secrets.token_hex(16), "Nats-Expected-Last-Subject-Sequence": str(expected)}
+        deadline = time.monotonic() + self.timeout
+        problem = ""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReplicationFailed(
+                    f"the NATS cluster did not confirm this write within {self.timeout:g} s ({problem}); it was not "
+                    "applied here. It may still be stored: check with memory_get or memory_search before writing "
+                    "it again. `persmem cluster status` shows the cluster.")
+            try:
+                ack = self.link.run(self.link.js.publish(subject(collection), data, timeout=min(2.0, left),
+                                                         headers=headers), timeout=min(2.0, left) + 1)
+                return ack.seq
+            except APIError as exc:
+                if str(exc.description).startswith("wrong last sequence"):  # ": N" is not always given
+                    said = str(exc.description).rsplit(":", 1)[-1].strip()
+                    raise Behind(int(said) if said.isdigit() else self.last_seq(collection)) from None
+                if exc.code in (503, 408) or exc.err_code in (10008, 10077):  # no quorum yet, leader moving
+                    problem = f"{exc.description}"
+                    time.sleep(0.1)
+                    continue
+                raise ReplicationFailed(f"the NATS cluster refused this write: {exc.description}; nothing was "
+                                        "stored.") from None
+            except (NatsTimeout, TimeoutError, NoRespondersError, ConnectionClosedError) as exc:
+                problem = type(exc).__name__
+                time.sleep(0.1)
+
+    # -- following ----------------------------------------------------------------------------------------
+    def follow(self, collection: str, after: int, apply: Callable[[list[tuple[int, list]]], None]) -> Follower:
+        follower = Follower(self, collection, after, apply).start()
+        self._followers.append(follower)
+        return follower
+
+    def watch_collections(self, opened: Callable[[str], None]) -> None:
+        """Call `opened(name)` (in a worker thread) for every collection a write reaches from now on: a node learns
+        of collections other nodes create. Headers only: the watcher reads no memory."""
+        from nats.js.api import ConsumerConfig, DeliverPolicy
+
+        link = self.link
+
+        async def _seen(msg):
+            name = msg.subject[len(SUBJECT_PREFIX):]
+            if name not in self._known:
+                self._known.add(name)
+                link.loop.run_in_executor(None, opened, name)
+
+        async def _subscribe():
+            return await link.js.subscribe(SUBJECT_PREFIX + ">", stream=STREAM, cb=_seen, ordered_consumer=True,
+                                           headers_only=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.NEW))
+
+        self._watcher = self._run(_subscribe(), "watch for new collections")
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            try:
+                self.link.run(self._watcher.unsubscribe(), timeout=2)
+            except Exception:  # noqa: BLE001 - closing anyway
+                pass
+            self._watcher = None
+        for follower in self._followers:
+            follower.stop()
+        self._followers.clear()
+
+    def decode(self, data: bytes) -> list:
+        return _decoder.decode(self.sealer.open(data, PURPOSE))
+
+    # -- snapshots ----------------------------------------------------------------------------------------
+    def publish_snapshot(self, collection: str, files: dict[str, tuple[object, int]], applied_seq: int) -> None:
+        """Put the collection's files (name -> (open binary file, bytes to copy)) in the object store as one tar,
+        marked with the sequence they reach. The files are closed."""
+        from nats.js.api import ObjectMeta
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for name, (f, size) in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = size
+                tar.addfile(info, f)
+                f.close()
+        meta = ObjectMeta(name=collection, description=f"applied_seq {applied_seq}",
+                          headers={"Persmem-Applied-Seq": str(applied_seq)})
+
+        async def _put():
+            store = await self.link.js.object_store(SNAPSHOTS)
+            return await store.put(collection, buffer.getvalue(), meta=meta)
+
+        self._run(_put(), "publish a snapshot", timeout=max(60.0, self.timeout))
+        log.info("memory: snapshot of %s at sequence %d published (%d bytes)", collection, applied_seq,
+                 buffer.tell())
+
+    def restore_snapshot(self, collection: str, folder: Path) -> int:
+        """Write the collection's newest snapshot into the empty `folder`; returns the sequence it reaches (0 and
+        nothing written when there is none)."""
+        from nats.js.errors import NotFoundError, ObjectNotFoundError
+
+        async def _get():
+            try:
+                return await (await self.link.js.object_store(SNAPSHOTS)).get(collection)
+            except (NotFoundError, ObjectNotFoundError):
+                return None
+
+        got = self._run(_get(), "read a snapshot", timeout=max(60.0, self.timeout))
+        if got is None or not got.data:
+            return 0
+        folder.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(got.data), mode="r") as tar:
+            for member in tar.getmembers():
+                if member.name not in SNAPSHOT_FILES or not member.isfile():
+                    raise UserError(f"the snapshot of {collection!r} holds {member.name!r}, which is not a collection "
+                                    "file; it was not written. Remove the snapshot (nats object rm "
+                                    f"{SNAPSHOTS} {collection}) and restart.")
+                with open(folder / member.name, "wb") as out:
+                    out.write(tar.extractfile(member).read())
+                    out.flush()
+                    os.fsync(out.fileno())
+        headers = got.info.headers or {}
+        value = headers.get("Persmem-Applied-Seq", "0")
+        return int(value[0] if isinstance(value, list) else value)
+
+    def _run(self, coro, what: str, timeout: float | None = None):
+        try:
+            return self.link.run(coro, timeout=timeout or self.timeout)
+        except TimeoutError:
+            raise ReplicationFailed(f"the NATS cluster did not answer within {timeout or self.timeout:g} s when "
+                                    f"asked to {what}; `persmem cluster status` shows its state.") from None
+
+
+class Follower:
+    """Applies one collection's stream, in order, from `after + 1`: an ordered consumer puts messages in a queue,
+    a thread hands them to `apply` in batches."""
+
+    def __init__(self, replication: Replication, collection: str, after: int,
+                 apply: Callable[[list[tuple[int, list]]], None]):
+        self.replication, self.collection, self.after, self.apply = replication, collection, after, apply
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"memory-follow-{collection}", daemon=True)
+        self._subscription = None
+        self._stopped = False
+        self.failed: BaseException | None = None  # what stopped it applying (the log has the traceback)
+
+    def start(self) -> Follower:
+        from nats.js.api import ConsumerConfig, DeliverPolicy
+
+        link = self.replication.link
+
+        async def _received(msg):
+            self._queue.put((msg.metadata.sequence.stream, msg.data))
+
+        async def _subscribe():
+            if self.after:
+                config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.after + 1)
+            else:
+                config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+            return await link.js.subscribe(subject(self.collection), stream=STREAM, cb=_received,
+                                           ordered_consumer=True, config=config, idle_heartbeat=2.0)
+
+        self._subscription = self.replication._run(_subscribe(), "follow the collection")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._queue.put(None)
+        if self._subscription is not None:
+            try:
+                self.replication.link.run(self._subscription.unsubscribe(), timeout=2)
+            except Exception:  # noqa: BLE001 - closing anyway
+                pass
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stopped:
+            item = self._queue.get()
+            batch = []
+            while item is not None:
+                seq, data = item
+                try:
+                    batch.append((seq, self.replication.decode(data)))
+                except Exception:  # noqa: BLE001 - a message no node could have written: logged, skipped
+                    log.exception("memory: stream message %d of %s does not decode; skipped", seq, self.collection)
+                if len(batch) >= APPLY_BATCH:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    item = False
+                    break
+            if batch:
+                try:
+                    self.apply(batch)
+                except Exception as exc:  # noqa: BLE001 - stop here rather than apply later writes over a gap
+                    log.exception("memory: applying stream messages %d-%d of %s failed; this node stops following "
+                                  "it (writes to it wait, then fail) until the server is restarted", batch[0][0],
+                                  batch[-1][0], self.collection)
+                    self.failed = exc
+                    return
+            if item is None:
+                return
