@@ -139,7 +139,8 @@ class Collection:
         self.replication = replication
         self.follower = None  # on a cluster: the stream follower (replication.Follower), from `follow`
         self._applied = threading.Condition()  # notified when Rows.applied_seq moves
-        self._snapshot_seq = 0  # the sequence of the last snapshot this node published or started from
+        self._snapshot_seq = 0  # the sequence of the last snapshot this node published
+        self._snapshotting = threading.Lock()  # held while a snapshot uploads: one at a time
 
     @property
     def memories(self) -> dict[str, Head]:
@@ -209,7 +210,8 @@ class Collection:
         save_checkpoint(self.folder, self.log, self.rows, self.vectors, self.embedder.model_id)
         self.changes_since_save = 0
         self._save_usage()
-        if self.replication is not None and self.rows.applied_seq - self._snapshot_seq >= self.config.snapshot_every:
+        if (self.replication is not None and not self._snapshotting.locked()
+                and self.rows.applied_seq - self._snapshot_seq >= self.config.snapshot_every):
             self._publish_snapshot()
 
     # -- on a cluster (replication.py) ---------------------------------------------------
@@ -277,12 +279,15 @@ class Collection:
                 paths[path.name] = (path, path.stat().st_size)
         files = {name: (open(path, "rb"), size) for name, (path, size) in paths.items()}
         self._snapshot_seq = seq = self.rows.applied_seq
+        self._snapshotting.acquire()
 
         def upload():
             try:
                 self.replication.publish_snapshot(self.name, files, seq)
             except Exception:  # noqa: BLE001 - optional: a new node then replays more of the stream
                 log.exception("collection %s: publishing a snapshot failed", self.name)
+            finally:
+                self._snapshotting.release()
 
         threading.Thread(target=upload, name=f"memory-snapshot-{self.name}", daemon=True).start()
 

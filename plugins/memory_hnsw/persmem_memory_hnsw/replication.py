@@ -49,7 +49,7 @@ SNAPSHOTS = "persmem_memory_snapshots"  # object store bucket: one object per co
 PURPOSE = b"memory.replica"  # what a sealed stream message is sealed as
 MAX_MESSAGE = 8 << 20  # a bulk store of 1,000 memories with their text fits; the stream refuses larger
 APPLY_BATCH = 512  # messages a follower hands over at once (one write lock)
-SNAPSHOT_FILES = ("records.log", "vectors.hnsw", "vectors.hnsw.meta.json", "checkpoint.bin", "checkpoint.meta.json",
+SNAPSHOT_FILES = ("records.log", "vectors.hnsw", "vectors.hnsw.meta.json", "checkpoint.bin", "checkpoint.bin.meta.json",
                   "model.json")
 
 _encoder = msgspec.msgpack.Encoder()
