@@ -1,3 +1,4 @@
+import contextlib
 import os
 from pathlib import Path
 
@@ -29,11 +30,50 @@ def serve(home: Path, config: dict | None = None, agents=("kite", "wren", "opera
     return start_server(home, agents, clean_env(home, **NO_MEMORY))
 
 
+# The tools' tests that take `server` run once per place mail is kept: the Maildir root, and NATS JetStream
+# (persmem-plugin-amq-nats answering the `amq_backend` hook, on a one-node NATS server of its own). A test that
+# looks at or plants files in the Maildir is marked `maildir_only`.
+BACKENDS = ("maildir", "nats")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "maildir_only: the test reads or writes Maildir files, so it runs only on "
+                            "the Maildir backend")
+
+
+def pytest_generate_tests(metafunc):
+    if "server" in metafunc.fixturenames:
+        maildir_only = metafunc.definition.get_closest_marker("maildir_only") is not None
+        metafunc.parametrize("server", ["maildir"] if maildir_only else BACKENDS, indirect=True, scope="module")
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    running = serve(tmp_path_factory.mktemp("home"))
-    yield running
-    running.stop()
+def server(request, tmp_path_factory):
+    """A running server without the memory plugin (agents kite, wren, operator; operator reads every inbox),
+    its mail in the Maildir root or (param "nats") in NATS JetStream."""
+    config = {"amq": {"readers": {"operator": ["*"]}}}
+    with contextlib.ExitStack() as stack:
+        if getattr(request, "param", "maildir") == "nats":
+            config["cluster"] = {"servers": stack.enter_context(nats_server(tmp_path_factory)), "replicas": 1}
+        running = serve(tmp_path_factory.mktemp("home"), config)
+        stack.callback(running.stop)
+        yield running
+
+
+@contextlib.contextmanager
+def nats_server(tmp_path_factory):
+    """A one-node NATS JetStream server of its own (so no mail is left from other tests); yields its URLs."""
+    import importlib.util
+
+    if importlib.util.find_spec("persmem_amq_nats") is None or importlib.util.find_spec("nats") is None:
+        pytest.skip("persmem-plugin-amq-nats (and nats-py) are not installed: no NATS backend to test")
+    from persmem_core.local_cluster import NatsCluster
+
+    cluster = NatsCluster(tmp_path_factory.mktemp("nats"), size=1)
+    try:
+        yield cluster.start().urls
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -123,3 +123,20 @@ def test_event_stream_and_summary_items_carry_no_internal_fields(store):
     entry = store.box("wren").scan()[0][0]
     assert not set(row("wren", entry)) & INTERNAL
     assert not _keys(inbox_summary(store, "wren")) & INTERNAL
+
+
+def test_the_mail_is_kept_where_the_backend_says(server, request):
+    import subprocess
+
+    from persmem_core.testing import persmem_command
+
+    sent = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="where am I kept?")
+    status = subprocess.run(persmem_command("amq", "status"), env=server.env, capture_output=True, text=True,
+                            timeout=60)
+    assert status.returncode == 0, status.stderr
+    if request.node.callspec.params["server"] == "nats":
+        assert status.stdout.startswith("mail: NATS JetStream stream PERSMEM_AMQ")
+        assert not list((server.home / "amq").glob(f"*/inbox/*/{sent['id']}.md"))
+    else:
+        assert status.stdout.startswith("mail root: ")
+        assert list((server.home / "amq").glob(f"wren/inbox/new/{sent['id']}.md"))

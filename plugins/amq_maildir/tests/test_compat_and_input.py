@@ -6,6 +6,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ def test_a_mailbox_written_by_persmem_is_served_as_is(tmp_path, amq_server):
     assert (legacy / "kite" / "inbox" / "new" / "notes.txt").exists()
 
 
+@pytest.mark.maildir_only
 def test_hostile_files_in_a_served_mailbox_are_quarantined_and_reported(server, hostile_files):
     server.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "real"}, agent="kite")
     hostile_files(server.home / "amq" / "wren" / "inbox" / "new")
@@ -85,6 +87,7 @@ def test_any_arguments_give_a_result_or_a_clear_error(server, to, body, kind, ms
     ], "kite")
 
 
+@pytest.mark.maildir_only
 def test_cli_status_send_peek_and_backup(server, tmp_path):
     def cli(*args, stdin=None):
         return subprocess.run([sys.executable, "-m", "persmem_core", *args], env=server.env, input=stdin,
