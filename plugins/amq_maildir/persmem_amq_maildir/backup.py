@@ -5,6 +5,10 @@ copy is looked for in the other folder, so each message is copied once, to where
 A backup holds everyone's mail, so it is the owner's alone whatever the modes of the originals: folders
 0700 and files 0600 from creation (a copy keeps the message's times, never its mode). `restore_mail` puts a
 backup back into an empty mail root, for `persmem restore`.
+
+With a mail backend in use (the `amq_backend` hook), `backup_backend` writes the backend's mail in the same
+layout, byte for byte (sealed stays sealed), so a backup reads the same whichever backend kept the mail; it is
+restored into the Maildir root, and `persmem amq migrate` moves it into the backend again.
 """
 
 from __future__ import annotations
@@ -84,3 +88,22 @@ def restore_mail(root: Path, src: Path) -> list[str]:
                 if name.endswith(SUFFIX) and source.is_file() and not source.is_symlink():
                     _copy_private(source, inbox / sub / name)
     return agents  # made durable by `persmem restore`, once for everything it wrote
+
+
+def backup_backend(store, dest: Path) -> int:
+    """Write every message a backend keeps into `dest` as `<agent>/inbox/{new,cur}/<name>` (0600 in 0700 folders);
+    `store` is a MailStore on that backend. Returns how many messages were written."""
+    written = 0
+    for agent in store.on_disk():
+        inbox = dest / agent / "inbox"
+        for folder in (dest / agent, inbox, inbox / "tmp", inbox / "new", inbox / "cur"):
+            folder.mkdir(mode=0o700, exist_ok=True)
+        for sub in ("new", "cur"):
+            names = store.backend.names(agent, sub)
+            for start in range(0, len(names), 500):
+                for name, data in store.backend.fetch(agent, names[start:start + 500]).items():
+                    fd = os.open(inbox / sub / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                    with os.fdopen(fd, "wb") as out:
+                        out.write(data)
+                    written += 1
+    return written

@@ -124,11 +124,21 @@ def doctor(host):
 @hookimpl
 def backup(host, dest):
     """Copy every mailbox's delivered messages (new/ and cur/; tmp/ holds nothing acknowledged), byte for byte:
-    sealed messages stay sealed (no key needed)."""
-    from .backup import backup_mail
-    from .service import mail_root
+    sealed messages stay sealed (no key needed). With a mail backend in use, its mail, in the same layout."""
+    from .backup import backup_backend, backup_mail
+    from .service import mail_backend, mail_root
 
-    backup_mail(mail_root(host), dest)
+    backend = mail_backend(host)
+    if backend is None:
+        backup_mail(mail_root(host), dest)
+        return
+    from .store import MailStore
+
+    store = MailStore(mail_root(host), host.section("amq"), backend=backend)
+    try:
+        backup_backend(store, dest)
+    finally:
+        store.close()
 
 
 @hookimpl

@@ -177,7 +177,7 @@ def stream_leader(cluster) -> int:
     return [node.name for node in cluster.nodes].index(name)
 
 
-def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster(tmp_path, nats_cluster):
+def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster_and_backup_copies_it(tmp_path, nats_cluster):
     from persmem_amq_maildir.config import AmqConfig
     from persmem_amq_maildir.store import MailStore
 
@@ -206,6 +206,10 @@ def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster(tmp_
     assert (counts["copied"], counts["already_there"], counts["marked_read"]) == (0, 7, 0)
     doctor = cli("doctor")
     assert "NATS JetStream: stream PERSMEM_AMQ: 7 message(s), 2 claimed, replicas 3" in doctor.stdout, doctor.stdout
+    backup = cli("backup", str(tmp_path / "bk"))  # the cluster's mail, in the Maildir layout
+    assert backup.returncode == 0, backup.stderr
+    copies = {path.stem: path.parent.name for path in (tmp_path / "bk").rglob("*.md")}
+    assert copies == {i: "cur" if i in ids[:2] else "new" for i in ids}
 
     node = start_node(tmp_path / "node", nats_cluster.urls)
     try:
