@@ -39,7 +39,7 @@ def cli(ctx: click.Context) -> None:
 
 def _add_builtin_commands() -> None:
     from persmem_core.commands import (
-        agent, backup, config, connect, doctor, key, oauth, plugin_new, plugins, restore, serve,
+        agent, backup, cluster, config, connect, doctor, key, oauth, plugin_new, plugins, restore, serve,
     )
 
     for command in (
@@ -54,6 +54,7 @@ def _add_builtin_commands() -> None:
         backup.backup,
         restore.restore,
         plugin_new.plugin,
+        cluster.cluster,
     ):
         cli.add_command(command)
 

@@ -51,7 +51,8 @@ fi
 
 # The dashboard and extension tests drive a real Chromium (Debian's; Playwright's download does not work
 # here) and the Chorus Firefox test Debian's Firefox ESR; the extension is built, linted and unit-tested on node
-# (npm brings its dev tools), and shell_exec/git_op run their commands in bubblewrap.
+# (npm brings its dev tools), shell_exec/git_op run their commands in bubblewrap, and the scale-out tests put
+# haproxy in front of persmem nodes.
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v firefox-esr >/dev/null 2>&1 || missing+=(firefox-esr)
@@ -59,6 +60,7 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)  # the scale-out round robin
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"

