@@ -107,14 +107,15 @@ class Replication:
                     description="persmem: the newest snapshot of each memory collection"))
             return info
 
-        info = self._run(_ensure(), "create the memory stream")
+        info = self._run(_ensure, "create the memory stream")
         if info.config.num_replicas != self.replicas:
             log.warning("memory stream %s has %d replicas, [cluster] replicas says %d (the stream is left as it is)",
                         STREAM, info.config.num_replicas, self.replicas)
 
     def collections(self) -> list[str]:
         """The collections the stream holds writes of (some may not be open on this node yet)."""
-        info = self._run(self.link.js.stream_info(STREAM, subjects_filter=SUBJECT_PREFIX + ">"), "list collections")
+        info = self._run(lambda: self.link.js.stream_info(STREAM, subjects_filter=SUBJECT_PREFIX + ">"),
+                         "list collections")
         return sorted(name[len(SUBJECT_PREFIX):] for name in (info.state.subjects or {}))
 
     def last_seq(self, collection: str) -> int:
@@ -127,7 +128,7 @@ class Replication:
             except NotFoundError:
                 return 0
 
-        return self._run(_last(), "read the collection's last write")
+        return self._run(_last, "read the collection's last write")
 
     # -- writing ------------------------------------------------------------------------------------------
     def publish(self, collection: str, entries: list, expected: int) -> int:
@@ -193,7 +194,7 @@ class Replication:
             return await link.js.subscribe(SUBJECT_PREFIX + ">", stream=STREAM, cb=_seen, ordered_consumer=True,
                                            headers_only=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.NEW))
 
-        self._watcher = self._run(_subscribe(), "watch for new collections")
+        self._watcher = self._run(_subscribe, "watch for new collections")
 
     def stop(self) -> None:
         if self._watcher is not None:
@@ -229,7 +230,7 @@ class Replication:
             store = await self.link.js.object_store(SNAPSHOTS)
             return await store.put(collection, buffer.getvalue(), meta=meta)
 
-        self._run(_put(), "publish a snapshot", timeout=max(60.0, self.timeout))
+        self._run(_put, "publish a snapshot", timeout=max(60.0, self.timeout))
         log.info("memory: snapshot of %s at sequence %d published (%d bytes)", collection, applied_seq,
                  buffer.tell())
 
@@ -244,7 +245,7 @@ class Replication:
             except (NotFoundError, ObjectNotFoundError):
                 return None
 
-        got = self._run(_get(), "read a snapshot", timeout=max(60.0, self.timeout))
+        got = self._run(_get, "read a snapshot", timeout=max(60.0, self.timeout))
         if got is None or not got.data:
             return 0
         folder.mkdir(parents=True, exist_ok=True)
@@ -262,12 +263,24 @@ class Replication:
         value = headers.get("Persmem-Applied-Seq", "0")
         return int(value[0] if isinstance(value, list) else value)
 
-    def _run(self, coro, what: str, timeout: float | None = None):
-        try:
-            return self.link.run(coro, timeout=timeout or self.timeout)
-        except TimeoutError:
-            raise ReplicationFailed(f"the NATS cluster did not answer within {timeout or self.timeout:g} s when "
-                                    f"asked to {what}; `persmem cluster status` shows its state.") from None
+    def _run(self, make, what: str, timeout: float | None = None):
+        """Run the coroutine `make()` makes on the link's loop. Reads and creations that may be asked again: a
+        timeout or "no leader yet" (a NATS server failing over) is retried for up to three times `timeout`."""
+        from nats.errors import NoRespondersError
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.errors import ServiceUnavailableError
+
+        timeout = timeout or self.timeout
+        deadline = time.monotonic() + 3 * timeout
+        while True:
+            try:
+                return self.link.run(make(), timeout=timeout)
+            except (TimeoutError, NatsTimeout, NoRespondersError, ServiceUnavailableError) as exc:
+                if time.monotonic() + 0.25 >= deadline:
+                    raise ReplicationFailed(f"the NATS cluster did not answer ({type(exc).__name__}) within "
+                                            f"{3 * timeout:g} s when asked to {what}; `persmem cluster status` shows "
+                                            "its state.") from None
+                time.sleep(0.25)
 
 
 class Follower:
@@ -299,7 +312,7 @@ class Follower:
             return await link.js.subscribe(subject(self.collection), stream=STREAM, cb=_received,
                                            ordered_consumer=True, config=config, idle_heartbeat=2.0)
 
-        self._subscription = self.replication._run(_subscribe(), "follow the collection")
+        self._subscription = self.replication._run(_subscribe, "follow the collection")
         self._thread.start()
         return self
 

@@ -292,7 +292,11 @@ class MemoryService:
                 try:
                     folder = self.folder / name
                     if self.replication is not None and not (folder / LOG_NAME).exists():
-                        self.replication.restore_snapshot(name, folder)  # a new node: start from a snapshot
+                        restored = self.replication.restore_snapshot(name, folder)  # a new node: from a snapshot
+                        if restored:
+                            logging.getLogger("persmem.memory").info(
+                                "collection %s: started from the cluster's snapshot at stream sequence %d", name,
+                                restored)
                     opened = Collection(name, folder, self.embedder, self.config, self.sealer, self.embedding,
                                         self.replication).open()
                     if self.replication is not None:
