@@ -105,7 +105,9 @@ backend persmem_nodes
     balance roundrobin
     # persmem answers GET /healthz with 200 while it serves; a node failing two checks in a row is out,
     # and back in after one good one.
-    option httpchk GET /healthz
+    # The check names a loopback Host: persmem answers 421 to a Host it does not serve (DNS-rebinding protection).
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
     http-check expect status 200
     default-server inter {self.check_interval_ms}ms fastinter {self.check_interval_ms}ms downinter {self.check_interval_ms}ms fall 2 rise 1
 {servers}
