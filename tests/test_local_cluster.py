@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import uuid
 from pathlib import Path
 
 import httpx2
@@ -24,11 +25,13 @@ from persmem_core.testing import clean_env, free_port, persmem_command, write_co
 
 async def publish_until_acked(js, subject: str, payload: bytes, within: float = 15.0):
     """Publish, retrying while the stream elects a new leader (no responders / no response for a few seconds
-    after its leader died): the ack is the proof a quorum stored it."""
+    after its leader died): the ack is the proof a quorum stored it. One message id for all tries, so a try
+    whose ack was lost is not stored twice."""
     deadline = time.monotonic() + within
+    headers = {"Nats-Msg-Id": uuid.uuid4().hex}
     while True:
         try:
-            return await js.publish(subject, payload, timeout=2)
+            return await js.publish(subject, payload, timeout=2, headers=headers)
         except (NoRespondersError, NoStreamResponseError, NatsTimeout):
             if time.monotonic() > deadline:
                 raise
@@ -46,7 +49,8 @@ def test_three_nodes_keep_an_r3_stream_writable_with_one_down(nats_cluster):
             js = nc.jetstream(timeout=10)
             info = await js.add_stream(name="PERSMEM_TEST", subjects=["persmem.test.>"], num_replicas=3)
             assert info.config.num_replicas == 3
-            ack = await js.publish("persmem.test.a", b"one")
+            ack = await publish_until_acked(js, "persmem.test.a", b"one")  # the new stream's leader may not be
+            # known on every node yet: a publish right after creating it can find no responder
             assert ack.stream == "PERSMEM_TEST" and ack.seq == 1
             return (await js.stream_info("PERSMEM_TEST")).cluster.leader
         finally:
@@ -148,7 +152,7 @@ def test_the_round_robin_alternates_and_skips_a_dead_node(named_nodes, tmp_path)
     port_a, _ = named_nodes("a")
     port_b, node_b = named_nodes("b")
     with RoundRobinProxy([("127.0.0.1", port_a), ("127.0.0.1", port_b)], tmp_path / "proxy") as proxy:
-        assert "balance roundrobin" in proxy.config_text() and "option httpchk GET /healthz" in proxy.config_text()
+        assert "balance roundrobin" in proxy.config_text() and "/healthz" in proxy.config_text()
         proxy.wait_states({"node1": "UP", "node2": "UP"})
         with httpx2.Client(base_url=proxy.url, timeout=10) as http:  # one kept-alive connection: still per request
             answers = [http.get("/mcp").text for _ in range(6)]
@@ -212,7 +216,7 @@ def test_cluster_up_prints_the_servers_and_stops_on_sigterm(tmp_path):
                 js = nc.jetstream(timeout=10)
                 await js.add_stream(name="PERSMEM_TEST", subjects=["persmem.test.>"], num_replicas=3)
                 for _ in range(3):
-                    await js.publish("persmem.test.x", b"x")
+                    await publish_until_acked(js, "persmem.test.x", b"x")
             finally:
                 await nc.close()
 
