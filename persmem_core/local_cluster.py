@@ -288,7 +288,8 @@ class NatsCluster:
             exited = [n for n in self.nodes if n.process is not None and n.process.poll() is not None
                       and n.process.returncode not in (-signal.SIGKILL,)]
             if exited:
-                raise UserError(self._failure(f"nats-server {exited[0].name} exited with {exited[0].process.returncode}"))
+                node = exited[0]
+                raise UserError(self._failure(f"nats-server {node.name} exited with {node.process.returncode}"))
             if self.healthy():
                 return
             time.sleep(0.1)

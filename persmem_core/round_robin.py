@@ -74,6 +74,7 @@ class RoundRobinProxy:
         """The haproxy.cfg this proxy runs."""
         servers = "\n".join(f"    server {name} {h}:{p} check"
                             for name, (h, p) in zip(self.server_names(), self.backends))
+        ms = self.check_interval_ms
         return f"""\
 global
     log stdout format raw local0 info
@@ -109,7 +110,7 @@ backend persmem_nodes
     option httpchk
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
     http-check expect status 200
-    default-server inter {self.check_interval_ms}ms fastinter {self.check_interval_ms}ms downinter {self.check_interval_ms}ms fall 2 rise 1
+    default-server inter {ms}ms fastinter {ms}ms downinter {ms}ms fall 2 rise 1
 {servers}
 """
 
