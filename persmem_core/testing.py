@@ -298,6 +298,59 @@ def persmem_stdio(persmem_env):
     return connect
 
 
+class ClusterNodes:
+    """persmem server processes on one NATS cluster (docs/scale-out.md), for tests and benchmarks: `start()` adds a
+    node with a home of its own under `root`, [cluster] servers = `urls`, [server] stateless, and the first node's
+    agents, tokens and key file (every node of a cluster shares those). `config` is merged into every node's
+    persmem.toml; `env` into its environment (say, PERSMEM_DISABLE_PLUGINS)."""
+
+    SHARED_FILES = ("agents.json", "persmem.key")
+
+    def __init__(self, root: Path, urls: list[str], agents=("kite", "wren"), config: dict | None = None,
+                 env: dict[str, str] | None = None):
+        self.root, self.urls, self.agents = Path(root), list(urls), tuple(agents)
+        self.config, self.env = config or {}, env or {}
+        self.servers: list[RunningServer] = []
+
+    def start(self, timeout: float = 60.0) -> RunningServer:
+        name = f"node{len(self.servers) + 1}"
+        home = self.root / name
+        config = {"cluster": {"servers": self.urls, "node": name}, "server": {"stateless": True}}
+        for section, values in self.config.items():
+            config[section] = {**config.get(section, {}), **values}
+        write_config(home, config)
+        env = clean_env(home, **self.env)
+        if not self.servers:
+            server = start_server(home, self.agents, env, timeout)
+        else:
+            first = self.servers[0]
+            for shared in self.SHARED_FILES:
+                if (first.home / shared).exists():
+                    shutil.copy2(first.home / shared, home / shared)
+            server = RunningServer(home, env, free_port(), dict(first.tokens)).start(timeout)
+        self.servers.append(server)
+        return server
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+@pytest.fixture
+def cluster_nodes(tmp_path, nats_cluster) -> Iterator[Any]:
+    """Returns make(config=None, env=None, agents=("kite", "wren")) -> a ClusterNodes on the test's `nats_cluster`;
+    every node started is stopped after the test."""
+    made: list[ClusterNodes] = []
+
+    def make(config: dict | None = None, env: dict[str, str] | None = None, agents=("kite", "wren")) -> ClusterNodes:
+        made.append(ClusterNodes(tmp_path / f"nodes{len(made) + 1}", nats_cluster.urls, agents, config, env))
+        return made[-1]
+
+    yield make
+    for group in made:
+        group.stop()
+
+
 @pytest.fixture
 def nats_cluster(tmp_path) -> Iterator[Any]:
     """A started three-node NATS JetStream cluster (persmem_core.local_cluster.NatsCluster) under tmp_path/nats:

@@ -9,70 +9,17 @@ from __future__ import annotations
 import copy
 import random
 import re
-import shutil
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from persmem_core.round_robin import RoundRobinProxy
-from persmem_core.testing import RunningServer, ToolCallError, clean_env, free_port, start_server, write_config
+from persmem_core.testing import RunningServer, ToolCallError
 
 pytestmark = pytest.mark.timeout(600)
 
-SHARED_FILES = ("agents.json", "persmem.key")  # what every node of one cluster has the same of
 FOUND_WITHIN = 3.0  # seconds: the bound a write on one node is searchable on the others in (measured: tens of ms)
-
-
-class Nodes:
-    """persmem nodes on one NATS cluster: `start()` adds one (its own home, the first node's agents and key)."""
-
-    def __init__(self, root: Path, urls: list[str], memory: dict | None = None):
-        self.root, self.urls, self.memory = root, urls, memory or {}
-        self.servers: list[RunningServer] = []
-
-    def config(self, name: str) -> dict:
-        config = {"cluster": {"servers": self.urls, "node": name}, "server": {"stateless": True}}
-        return config | ({"memory": self.memory} if self.memory else {})
-
-    def start(self) -> RunningServer:
-        name = f"node{len(self.servers) + 1}"
-        home = self.root / name
-        write_config(home, self.config(name))
-        if not self.servers:
-            server = start_server(home, ["kite", "wren"])
-        else:
-            first = self.servers[0]
-            for shared in SHARED_FILES:
-                if (first.home / shared).exists():
-                    shutil.copy2(first.home / shared, home / shared)
-            server = RunningServer(home, clean_env(home), free_port(), first.tokens).start()
-        self.servers.append(server)
-        return server
-
-    def restart(self, server: RunningServer) -> RunningServer:
-        """The same node (home, port) started again after a stop or a kill."""
-        server.stop()
-        return server.start()
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
-
-
-@pytest.fixture
-def nodes(tmp_path, nats_cluster):
-    made: list[Nodes] = []
-
-    def make(memory: dict | None = None) -> Nodes:
-        made.append(Nodes(tmp_path / "nodes", nats_cluster.urls, memory))
-        return made[-1]
-
-    yield make
-    for group in made:
-        group.stop()
-
 
 VOCABULARY = ("amber basil cedar delta ember falcon garnet harbor indigo juniper kestrel lantern meadow nickel orchid "
               "pepper quartz raven saffron timber umber velvet willow xenon yarrow zephyr anchor beacon cobalt dune "
@@ -120,8 +67,8 @@ def until(check, timeout: float, step: float = 0.02):
         time.sleep(step)
 
 
-def test_a_memory_stored_on_one_node_is_found_on_the_other_within_the_bound(nodes):
-    group = nodes()
+def test_a_memory_stored_on_one_node_is_found_on_the_other_within_the_bound(cluster_nodes):
+    group = cluster_nodes()
     a, b = group.start(), group.start()
     assert count(b) == 0
     memory_id = store(a, "The deploy key of the staging cluster rotates every 90 days.")
@@ -143,10 +90,10 @@ def test_a_memory_stored_on_one_node_is_found_on_the_other_within_the_bound(node
                                                                  agent="kite")["collections"]], FOUND_WITHIN)
 
 
-def test_writes_on_both_nodes_at_once_end_the_same_on_both(nodes):
+def test_writes_on_both_nodes_at_once_end_the_same_on_both(cluster_nodes):
     """Two writers, one per node, at the same time: the stream orders them (compare-and-set on the collection),
     and both nodes end with every acknowledged memory and the same versions."""
-    group = nodes()
+    group = cluster_nodes()
     a, b = group.start(), group.start()
     acked: dict[str, list[str]] = {"a": [], "b": []}
 
@@ -167,8 +114,8 @@ def test_writes_on_both_nodes_at_once_end_the_same_on_both(nodes):
         assert (on_a["content"], on_a["version"]) == (on_b["content"], on_b["version"])
 
 
-def test_kill_9_of_a_nats_server_during_a_store_loop_loses_no_acknowledged_memory(nodes, nats_cluster):
-    group = nodes()
+def test_kill_9_of_a_nats_server_during_a_store_loop_loses_no_acknowledged_memory(cluster_nodes, nats_cluster):
+    group = cluster_nodes()
     a, b = group.start(), group.start()
     acked, failed, stop = [], [], threading.Event()
 
@@ -201,8 +148,8 @@ def test_kill_9_of_a_nats_server_during_a_store_loop_loses_no_acknowledged_memor
             server.call_tool("memory_get", {"memory_id": memory_id}, agent="kite")
 
 
-def test_kill_9_of_a_persmem_node_the_other_serves_and_the_restarted_one_catches_up(nodes):
-    group = nodes()
+def test_kill_9_of_a_persmem_node_the_other_serves_and_the_restarted_one_catches_up(cluster_nodes):
+    group = cluster_nodes()
     a, b = group.start(), group.start()
     before = [store(a, fact("before the crash", i)) for i in range(5)]
     a.kill()
@@ -216,8 +163,8 @@ def test_kill_9_of_a_persmem_node_the_other_serves_and_the_restarted_one_catches
     assert during[-1] in search_ids(a, "when does the nightly cache expire", mode="dense")
 
 
-def test_a_fresh_node_starts_from_a_snapshot_and_the_stream_after_it(nodes):
-    group = nodes(memory={"save_index_every": 20, "snapshot_every": 20})  # sequences: one per write
+def test_a_fresh_node_starts_from_a_snapshot_and_the_stream_after_it(cluster_nodes):
+    group = cluster_nodes({"memory": {"save_index_every": 20, "snapshot_every": 20}})  # sequences: one per write
     a = group.start()
     single = a.call_tools([("memory_store", {"content": fact("shelf", i), "project": "ops"}) for i in range(25)],
                           agent="kite")
@@ -233,12 +180,12 @@ def test_a_fresh_node_starts_from_a_snapshot_and_the_stream_after_it(nodes):
     assert after in search_ids(c, "where are the spare disks", mode="dense")
 
 
-def test_behind_a_round_robin_proxy_requests_alternate_and_a_killed_node_loses_nothing(nodes, tmp_path):
+def test_behind_a_round_robin_proxy_requests_alternate_and_a_killed_node_loses_nothing(cluster_nodes, tmp_path):
     """The README's topology: clients talk to haproxy, which sends each request to the next node. A store answered
     by one node is found by the next request (on the other node) within the bound; kill -9 of a node in the
     middle of a store loop: the proxy stops sending to it, every acknowledged memory is on the survivor, and the
     restarted node catches up."""
-    group = nodes()
+    group = cluster_nodes()
     a, b = group.start(), group.start()
     with RoundRobinProxy([("127.0.0.1", a.port), ("127.0.0.1", b.port)], tmp_path / "proxy").start() as proxy:
         client = through(proxy, a)
@@ -273,3 +220,25 @@ def test_behind_a_round_robin_proxy_requests_alternate_and_a_killed_node_loses_n
         assert count(a) == on_b
         for memory_id in acked[:: max(1, len(acked) // 30)]:
             a.call_tool("memory_get", {"memory_id": memory_id}, agent="kite")
+
+
+def test_mail_and_memory_through_the_proxy_on_one_cluster(cluster_nodes, tmp_path):
+    """Both plugins on the same nodes: mail kept in JetStream (amq_nats) and replicated memory. Through the proxy,
+    each call goes to the next node: kite's send is read by wren on the other node, claimed once."""
+    group = cluster_nodes()
+    a, b = group.start(), group.start()
+    with RoundRobinProxy([("127.0.0.1", a.port), ("127.0.0.1", b.port)], tmp_path / "proxy").start() as proxy:
+        client = through(proxy, a)
+        sent = client.call_tool("amq_send", {"from_agent": "", "to_agent": "wren", "subject": "deploy",
+                                             "body": "The release branch is cut; memory id in the thread."},
+                                agent="kite")
+        assert sent["status"] == "delivered"
+        inbox = until(lambda: client.call_tool("amq_check", {}, agent="wren")["messages"], FOUND_WITHIN)
+        assert [m["id"] for m in inbox] == [sent["id"]]
+        first = client.call_tool("amq_read", {"agent": "", "msg_id": sent["id"]}, agent="wren")
+        second = client.call_tool("amq_read", {"agent": "", "msg_id": sent["id"]}, agent="wren")
+        assert [first["claimed"], second["claimed"]] == [True, False]
+        assert first["body"].startswith("The release branch is cut")
+        until(lambda: client.call_tool("amq_check", {}, agent="wren")["new_count"] == 0, FOUND_WITHIN)
+    for node in (a, b):  # each answered some of those calls
+        assert node.log().count("POST /mcp") >= 2

@@ -4,17 +4,14 @@ fixture of persmem_core.testing): the same agents and tokens in both homes, [clu
 
 import pytest
 
-from amq_nats_nodes import start_node
+from amq_nats_nodes import mail_nodes
 
 
 @pytest.fixture
 def two_nodes(tmp_path, nats_cluster):
     """(node_a, node_b, nats_cluster): two persmem servers on the same cluster; stopped after the test."""
-    started = []
+    nodes = mail_nodes(tmp_path / "nodes", nats_cluster.urls)
     try:
-        started.append(start_node(tmp_path / "a", nats_cluster.urls))
-        started.append(start_node(tmp_path / "b", nats_cluster.urls, like=started[0]))
-        yield started[0], started[1], nats_cluster
+        yield nodes.start(), nodes.start(), nats_cluster
     finally:
-        for node in started:
-            node.stop()
+        nodes.stop()

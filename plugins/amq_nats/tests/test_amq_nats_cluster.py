@@ -14,7 +14,7 @@ import pytest
 
 from persmem_core.testing import ToolCallError, clean_env, persmem_command, tool_result, write_config
 
-from amq_nats_nodes import AGENTS, NO_MEMORY, node_config, start_node
+from amq_nats_nodes import AGENTS, NO_MEMORY, mail_nodes, node_config
 
 SEEN_WITHIN = 5.0  # seconds: how soon another node's view must show a delivery or a claim
 
@@ -211,11 +211,12 @@ def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster_and_
     copies = {path.stem: path.parent.name for path in (tmp_path / "bk").rglob("*.md")}
     assert copies == {i: "cur" if i in ids[:2] else "new" for i in ids}
 
-    node = start_node(tmp_path / "node", nats_cluster.urls)
+    nodes = mail_nodes(tmp_path / "node", nats_cluster.urls)
+    node = nodes.start()
     try:
         history = {m["id"]: m["status"] for m in call(node, "amq_history", "wren", limit=100)["messages"]}
         assert history == {i: "read" if i in ids[:2] else "unread" for i in ids[:6]}
         assert call(node, "amq_read", "wren", agent="", msg_id=ids[3])["body"] == "old mail 3"
         assert [m["id"] for m in call(node, "amq_check", "kite")["messages"]] == [ids[6]]
     finally:
-        node.stop()
+        nodes.stop()
