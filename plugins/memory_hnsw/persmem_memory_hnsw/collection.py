@@ -38,7 +38,7 @@ from .config import MemoryConfig
 from .contexts import MAX_CONTEXT_CHARS
 from .dedup import exact_duplicate, near_duplicate, word_twins
 from .heap import release_freed_memory
-from .log import LOG_NAME, RecordLog, decode_frame, write_failed
+from .log import LOG_NAME, RecordLog, WriteFailed, decode_frame, write_failed
 from .lifecycle import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
 from .supersession import find_superseded
 from .permissions import (BOOTSTRAP_TYPES, check_change, check_visible, editors_in, is_private, may_edit,
@@ -47,7 +47,7 @@ from .query import Filters
 from .ranking import rank
 from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
                       trim_feedback, version_of, votes)
-from .replication import Behind
+from .replication import Behind, ReplicationFailed
 from .replay import (INDEX_NAME, check_model, drop_checkpoint, load_index, matrix, open_rows, rebuild_index,
                      record_model, reembed_all, save_checkpoint)
 from .rows import Rows
@@ -76,11 +76,6 @@ def replicated(method):
         raise UserError(f"collection {self.name!r} is being written on other nodes faster than this write could "
                         "follow; nothing was changed. Try again.")
     return write
-
-
-class WriteFailed(UserError):
-    """The disk refused a write: nothing was stored. Unlike a refused memory, calling again later may succeed
-    (a background indexer keeps the work for then instead of skipping it)."""
 
 
 @dataclass
@@ -141,6 +136,7 @@ class Collection:
         self._applied = threading.Condition()  # notified when Rows.applied_seq moves
         self._snapshot_seq = 0  # the sequence of the last snapshot this node published
         self._snapshotting = threading.Lock()  # held while a snapshot uploads: one at a time
+        self._reapply = 0  # the sequence `follow` applies once more (the last one logged here)
 
     @property
     def memories(self) -> dict[str, Head]:
@@ -219,14 +215,27 @@ class Collection:
         """Follow the memory stream from the last write applied here, and return once everything the stream held
         when this was called is applied (a node that was down catches up before it answers)."""
         target = self.replication.last_seq(self.name)
-        self.follower = self.replication.follow(self.name, self.rows.applied_seq, self.apply_replicated)
+        # From the last write applied here, again: a crash may have logged only some of its entries (each carries
+        # the write's sequence), and a write's entries are full states, so applying it twice changes nothing.
+        self._reapply = self.rows.applied_seq
+        self.follower = self.replication.follow(self.name, max(0, self.rows.applied_seq - 1), self.apply_replicated)
         self.wait_applied(target, timeout=None)
 
     def wait_applied(self, seq: int, timeout: float | None = 30.0) -> None:
-        """Return once the stream's writes up to `seq` are applied here. UserError after `timeout` seconds."""
+        """Return once the stream's writes up to `seq` are applied here. UserError after `timeout` seconds, or at
+        once when this node stopped following the collection (its follower failed: the log says why)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._applied:
-            if not self._applied.wait_for(lambda: self.rows.applied_seq >= seq or self.closed, timeout):
-                raise UserError(f"collection {self.name!r} on this node is {seq - self.rows.applied_seq} writes behind "
+            while not (self.rows.applied_seq >= seq or self.closed):
+                if self.follower is not None and self.follower.failed is not None:
+                    raise ReplicationFailed(f"collection {self.name!r} stopped following the cluster on this node (the server "
+                                    "log says why); nothing was changed. Restart this node.")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._applied.wait(1.0 if left is None else min(1.0, left))
+            if self.rows.applied_seq < seq and not self.closed:
+                raise ReplicationFailed(f"collection {self.name!r} on this node is {seq - self.rows.applied_seq} writes behind "
                                 f"the cluster and did not catch up within {timeout:g} s; nothing was changed. Try "
                                 "again (`persmem cluster status` shows the cluster).")
 
@@ -238,8 +247,9 @@ class Collection:
             if self.closed:
                 return
             for seq, entries in batch:
-                if seq <= self.rows.applied_seq:
+                if seq < self.rows.applied_seq or (seq == self.rows.applied_seq and seq != self._reapply):
                     continue
+                self._reapply = 0
                 for entry in entries:
                     if isinstance(entry, Delete):
                         if entry.id in self.memories:
@@ -283,7 +293,7 @@ class Collection:
 
         def upload():
             try:
-                self.replication.publish_snapshot(self.name, files, seq)
+                self.replication.publish_snapshot(self.name, files, seq, self.config.snapshot_every)
             except Exception:  # noqa: BLE001 - optional: a new node then replays more of the stream
                 log.exception("collection %s: publishing a snapshot failed", self.name)
             finally:
@@ -448,6 +458,7 @@ class Collection:
             counts = [len(vecs) for vecs in embedded]
         results, puts, pending = [], [], []
         with self.lock.gen_wlock():
+            first_label = self.rows.next_label
             now = time.time()
             batch_hashes: dict[tuple[str, str, str], str] = {}
             for i, item in enumerate(items):
@@ -503,7 +514,11 @@ class Collection:
                 if made:
                     result["supersedes"] = made
                 results.append(result)
-            end = self._commit(puts, pending, sync=False)
+            try:
+                end = self._commit(puts, pending, sync=False)
+            except (Behind, ReplicationFailed):  # nothing of it was written: its labels are free again
+                self.rows.next_label = first_label
+                raise
             waiting = [memory.id for memory, vecs in pending if len(vecs) == 0]
             if waiting:
                 self._queue_embedding(waiting)
@@ -920,13 +935,17 @@ class Collection:
             log.error("collection %s: could not append to %s: %s", self.name, self.log.path, exc)
             if sync:
                 self._recover_log()
+            if seq is not None:  # the cluster has it: the other nodes apply it, and this one when it can
+                raise WriteFailed(write_failed(self.folder, exc, "the cluster stored this write, but this node could "
+                                               "not log it; the other nodes have it, and this node applies it once "
+                                               "it can write again (restart it)")) from None
             raise WriteFailed(write_failed(self.folder, exc, "nothing was stored or changed")) from None
 
     def _sync(self, end: int, stored: list[str]) -> None:
         """Return once the log is on the disk up to `end` (group commit: log.sync_to). No lock held. If the
         fsync fails, the log is cut back to its last fsynced frame and the memories `stored` (written by the
         caller, applied already) are taken out again: the caller is told nothing was stored, and nothing was."""
-        if not end:
+        if not end or self.replication is not None:  # on a cluster the stream holds it (a crash re-applies it)
             return
         try:
             self.log.sync_to(end)

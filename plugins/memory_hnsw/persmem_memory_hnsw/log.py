@@ -31,6 +31,7 @@ from pathlib import Path
 
 import msgspec
 
+from persmem_core import UserError
 from persmem_core.fileio import fsync_dir, write_all
 from persmem_core.sealing import SEALED_MAGIC, Sealer, SealingError, is_sealed
 
@@ -280,6 +281,12 @@ class RecordLog:
                         log.error("%s: fsync on close failed (%s)", self.path, exc)
                 os.close(self._fd)
                 self._fd = None
+
+
+class WriteFailed(UserError):
+    """A write did not happen for a reason outside the memory (the disk refused it, the cluster did not confirm
+    it). Unlike a refused memory, calling again later may succeed (a background indexer keeps the work for then
+    instead of skipping it)."""
 
 
 def write_failed(folder: Path, exc: OSError, outcome: str) -> str:

@@ -23,12 +23,14 @@ to one stream, and every persmem node applies that stream to its own log, rows a
 
 from __future__ import annotations
 
-import io
+import asyncio
 import logging
 import os
 import queue
 import secrets
+import shutil
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -37,8 +39,9 @@ from pathlib import Path
 import msgspec
 
 from persmem_core import UserError
-from persmem_core.sealing import Sealer
+from persmem_core.sealing import Sealer, SealingError
 
+from .log import WriteFailed
 from .records import Entry
 
 log = logging.getLogger("persmem.memory")
@@ -48,7 +51,10 @@ SUBJECT_PREFIX = "persmem.memory."
 SNAPSHOTS = "persmem_memory_snapshots"  # object store bucket: one object per collection, its newest snapshot
 PURPOSE = b"memory.replica"  # what a sealed stream message is sealed as
 MAX_MESSAGE = 8 << 20  # a bulk store of 1,000 memories with their text fits; the stream refuses larger
-APPLY_BATCH = 512  # messages a follower hands over at once (one write lock)
+REFUSE_AFTER_TIMEOUT = 5.0  # seconds writes are refused at once after one waited the whole timeout (no quorum):
+# a write waits for the cluster under its collection's write lock, which holds that node's searches of it too
+APPLY_BATCH = 512
+QUEUE_LIMIT = 2048  # messages received and not applied yet, at most (then the consumer waits)  # messages a follower hands over at once (one write lock)
 SNAPSHOT_FILES = ("records.log", "vectors.hnsw", "vectors.hnsw.meta.json", "checkpoint.bin", "checkpoint.bin.meta.json",
                   "model.json")
 
@@ -64,8 +70,9 @@ class Behind(Exception):
         self.last_seq = last_seq
 
 
-class ReplicationFailed(UserError):
-    """The cluster did not take a write (no quorum, or it did not answer in time)."""
+class ReplicationFailed(WriteFailed):
+    """The cluster did not take a write (no quorum, or it did not answer in time), or this node is not caught up
+    with it: calling again later may succeed."""
 
 
 def subject(collection: str) -> str:
@@ -80,6 +87,7 @@ class Replication:
         self._followers: list[Follower] = []
         self._watcher = None
         self._known: set[str] = set()  # collections watch_collections has reported
+        self._refuse_until = 0.0  # monotonic time before which writes are refused at once (after one timed out)
 
     # -- the stream ---------------------------------------------------------------------------------------
     def ensure_stream(self) -> None:
@@ -143,12 +151,17 @@ class Replication:
         if len(data) > MAX_MESSAGE:
             raise UserError(f"this write is {len(data):,} bytes, more than the cluster takes in one message "
                             f"({MAX_MESSAGE:,}); store fewer memories per call.")
+        if time.monotonic() < self._refuse_until:  # the last write waited the whole timeout: do not hold the lock again
+            raise ReplicationFailed(
+                f"the NATS cluster did not confirm a write in the last {REFUSE_AFTER_TIMEOUT:g} s, so this one was not "
+                "tried; nothing was stored. Try again shortly; `persmem cluster status` shows the cluster.")
         headers = {"Nats-Msg-Id": secrets.token_hex(16), "Nats-Expected-Last-Subject-Sequence": str(expected)}
         deadline = time.monotonic() + self.timeout
         problem = ""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                self._refuse_until = time.monotonic() + REFUSE_AFTER_TIMEOUT
                 raise ReplicationFailed(
                     f"the NATS cluster did not confirm this write within {self.timeout:g} s ({problem}); it was not "
                     "applied here. It may still be stored: check with memory_get or memory_search before writing "
@@ -211,57 +224,88 @@ class Replication:
         return _decoder.decode(self.sealer.open(data, PURPOSE))
 
     # -- snapshots ----------------------------------------------------------------------------------------
-    def publish_snapshot(self, collection: str, files: dict[str, tuple[object, int]], applied_seq: int) -> None:
-        """Put the collection's files (name -> (open binary file, bytes to copy)) in the object store as one tar,
-        marked with the sequence they reach. The files are closed."""
-        from nats.js.api import ObjectMeta
-
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            for name, (f, size) in files.items():
-                info = tarfile.TarInfo(name)
-                info.size = size
-                tar.addfile(info, f)
-                f.close()
-        meta = ObjectMeta(name=collection, description=f"applied_seq {applied_seq}",
-                          headers={"Persmem-Applied-Seq": str(applied_seq)})
-
-        async def _put():
-            store = await self.link.js.object_store(SNAPSHOTS)
-            return await store.put(collection, buffer.getvalue(), meta=meta)
-
-        self._run(_put, "publish a snapshot", timeout=max(60.0, self.timeout))
-        log.info("memory: snapshot of %s at sequence %d published (%d bytes)", collection, applied_seq,
-                 buffer.tell())
-
-    def restore_snapshot(self, collection: str, folder: Path) -> int:
-        """Write the collection's newest snapshot into the empty `folder`; returns the sequence it reaches (0 and
-        nothing written when there is none)."""
+    def snapshot_seq(self, collection: str) -> int:
+        """The stream sequence the collection's newest snapshot reaches (0: there is none)."""
         from nats.js.errors import NotFoundError, ObjectNotFoundError
 
-        async def _get():
+        async def _info():
             try:
-                return await (await self.link.js.object_store(SNAPSHOTS)).get(collection)
+                return await (await self.link.js.object_store(SNAPSHOTS)).get_info(collection)
             except (NotFoundError, ObjectNotFoundError):
                 return None
 
-        got = self._run(_get, "read a snapshot", timeout=max(60.0, self.timeout))
-        if got is None or not got.data:
-            return 0
-        folder.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(got.data), mode="r") as tar:
-            for member in tar.getmembers():
-                if member.name not in SNAPSHOT_FILES or not member.isfile():
-                    raise UserError(f"the snapshot of {collection!r} holds {member.name!r}, which is not a collection "
-                                    "file; it was not written. Remove the snapshot (nats object rm "
-                                    f"{SNAPSHOTS} {collection}) and restart.")
-                with open(folder / member.name, "wb") as out:
-                    out.write(tar.extractfile(member).read())
-                    out.flush()
-                    os.fsync(out.fileno())
-        headers = got.info.headers or {}
-        value = headers.get("Persmem-Applied-Seq", "0")
-        return int(value[0] if isinstance(value, list) else value)
+        info = self._run(_info, "read the snapshot's sequence")
+        return 0 if info is None else _applied_seq(info.headers)
+
+    def publish_snapshot(self, collection: str, files: dict[str, tuple[object, int]], applied_seq: int,
+                         every: int) -> bool:
+        """Put the collection's files (name -> (open binary file, bytes to copy)) in the object store as one tar,
+        marked with the sequence they reach, unless another node's snapshot is less than `every` writes older.
+        The tar is spooled through a temporary file, not memory. The files are closed. Returns whether it put."""
+        from nats.js.api import ObjectMeta
+
+        try:
+            if applied_seq - self.snapshot_seq(collection) < every:  # another node put one lately
+                return False
+            with tempfile.TemporaryFile() as spool:
+                with tarfile.open(fileobj=spool, mode="w") as tar:
+                    for name, (f, size) in files.items():
+                        info = tarfile.TarInfo(name)
+                        info.size = size
+                        tar.addfile(info, f)
+                size = spool.tell()
+                meta = ObjectMeta(name=collection, description=f"applied_seq {applied_seq}",
+                                  headers={"Persmem-Applied-Seq": str(applied_seq)})
+
+                async def _put():
+                    spool.seek(0)
+                    return await (await self.link.js.object_store(SNAPSHOTS)).put(collection, spool, meta=meta)
+
+                self._run(_put, "publish a snapshot", timeout=max(60.0, self.timeout))
+        finally:
+            for f, _ in files.values():
+                f.close()
+        log.info("memory: snapshot of %s at sequence %d published (%d bytes)", collection, applied_seq, size)
+        return True
+
+    def restore_snapshot(self, collection: str, folder: Path) -> int:
+        """Write the collection's newest snapshot into the empty `folder`; returns the sequence it reaches (0 and
+        nothing written when there is none). Read through a temporary file; tried again if it changes meanwhile."""
+        from nats.js.errors import NotFoundError, ObjectNotFoundError
+
+        for attempt in range(3):
+            with tempfile.TemporaryFile() as spool:
+                async def _get():
+                    spool.seek(0)
+                    spool.truncate()
+                    try:
+                        return await (await self.link.js.object_store(SNAPSHOTS)).get(collection, writeinto=spool)
+                    except (NotFoundError, ObjectNotFoundError):
+                        return None
+
+                try:
+                    got = self._run(_get, "read a snapshot", timeout=max(60.0, self.timeout))
+                except Exception as exc:  # noqa: BLE001 - another node replacing it: read the new one
+                    if attempt == 2:
+                        raise
+                    log.warning("memory: reading the snapshot of %s failed (%s); trying again", collection, exc)
+                    continue
+                if got is None or not spool.tell():
+                    return 0
+                spool.seek(0)
+                folder.mkdir(parents=True, exist_ok=True)
+                with tarfile.open(fileobj=spool, mode="r") as tar:
+                    for member in tar.getmembers():
+                        if member.name not in SNAPSHOT_FILES or not member.isfile():
+                            raise UserError(f"the snapshot of {collection!r} holds {member.name!r}, which is not a "
+                                            "collection file; nothing was written from it. Remove the snapshot (nats "
+                                            f"object rm {SNAPSHOTS} {collection}) and restart.")
+                        with open(folder / member.name, "wb") as out:
+                            shutil.copyfileobj(tar.extractfile(member), out, 1 << 20)
+                            out.flush()
+                            os.fsync(out.fileno())
+                return _applied_seq(got.info.headers)
+        return 0
 
     def _run(self, make, what: str, timeout: float | None = None):
         """Run the coroutine `make()` makes on the link's loop. Reads and creations that may be asked again: a
@@ -303,6 +347,8 @@ class Follower:
 
         async def _received(msg):
             self._queue.put((msg.metadata.sequence.stream, msg.data))
+            while self._queue.qsize() > QUEUE_LIMIT and not self._stopped:  # the applier is behind: hold the
+                await asyncio.sleep(0.01)  # consumer (flow control pauses the server), not a growing queue
 
         async def _subscribe():
             if self.after:
@@ -334,8 +380,16 @@ class Follower:
                 seq, data = item
                 try:
                     batch.append((seq, self.replication.decode(data)))
-                except Exception:  # noqa: BLE001 - a message no node could have written: logged, skipped
-                    log.exception("memory: stream message %d of %s does not decode; skipped", seq, self.collection)
+                except SealingError as exc:  # another key: applying nothing more is right, skipping would lose data
+                    log.error("memory: stream message %d of %s does not open with this node's key (%s); this node "
+                              "stops following it. Every node of a cluster needs the same key.", seq,
+                              self.collection, exc)
+                    self.failed = exc
+                    return
+                except Exception:  # noqa: BLE001 - garbage no persmem node wrote: passed over, its place kept
+                    log.exception("memory: stream message %d of %s is not a persmem write; passed over", seq,
+                                  self.collection)
+                    batch.append((seq, []))
                 if len(batch) >= APPLY_BATCH:
                     break
                 try:
@@ -354,3 +408,10 @@ class Follower:
                     return
             if item is None:
                 return
+
+
+def _applied_seq(headers) -> int:
+    """The Persmem-Applied-Seq header of a snapshot (nats-py gives header values as strings or lists)."""
+    value = (headers or {}).get("Persmem-Applied-Seq", "0")
+    value = value[0] if isinstance(value, list) else value
+    return int(value) if str(value).isdigit() else 0

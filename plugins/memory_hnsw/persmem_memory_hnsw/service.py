@@ -50,6 +50,16 @@ class StoreInUse(UserError):
         self.owner_pid = owner_pid
 
 
+def _stream_name_ok(name: str) -> bool:
+    """A collection name the memory stream holds writes of that this node can open; another is logged, not opened
+    (only something other than a persmem node could have written it)."""
+    if COLLECTION_RE.match(name):
+        return True
+    logging.getLogger("persmem.memory").error("the memory stream holds writes to %r, which is not a collection name; "
+                                              "they are left alone", name[:80])
+    return False
+
+
 def collection_folders(folder: Path) -> list[Path]:
     """The collections of a memory folder: its subfolders with a collection's name. The embedder's `.models`
     cache (and any other dot-folder) is not a collection; doctor, stats and backups count only these."""
@@ -234,7 +244,7 @@ class MemoryService:
         names = [path.name for path in self._collection_folders()]
         if self.replication is not None:
             self.replication.ensure_stream()
-            names = sorted(set(names) | set(self.replication.collections()))
+            names = sorted(set(names) | {name for name in self.replication.collections() if _stream_name_ok(name)})
             self.replication.watch_collections(self._discovered)
         for name in names:
             self.collection(name)
@@ -300,7 +310,11 @@ class MemoryService:
                     opened = Collection(name, folder, self.embedder, self.config, self.sealer, self.embedding,
                                         self.replication).open()
                     if self.replication is not None:
-                        opened.follow()  # and catch up with the stream before anyone reads it here
+                        try:
+                            opened.follow()  # and catch up with the stream before anyone reads it here
+                        except BaseException:
+                            opened.close()  # not half open: nothing may write its log but a collection in use
+                            raise
                     self._collections[name] = opened
                 except OSError as exc:  # a new collection on a full or read-only disk
                     logging.getLogger("persmem.memory").error("collection %s could not be opened: %s", name, exc)
