@@ -15,7 +15,8 @@ from persmem_core.doctor import check_port, fail, pass_, warn
 from persmem_core.errors import ConfigError, UserError
 from persmem_core.hookspecs import hookimpl
 from persmem_core.netaddr import is_loopback
-from persmem_core.settings import ClusterConfig, EncryptionConfig, OAuthConfig, PluginsConfig, ServerConfig, WorkspaceConfig
+from persmem_core.settings import (ClusterConfig, EncryptionConfig, OAuthConfig, PluginsConfig, ServerConfig,
+                                   WorkspaceConfig)
 
 
 @hookimpl

@@ -68,7 +68,8 @@ class NatsLink:
                     if self._loop.time() >= deadline:
                         raise ClusterUnavailable(
                             f"could not connect to the NATS cluster {', '.join(cfg.servers)} within "
-                            f"{cfg.connect_timeout_seconds:g} s ({type(exc).__name__}: {exc}). Start it (docs/scale-out.md; "
+                            f"{cfg.connect_timeout_seconds:g} s ({type(exc).__name__}: {exc}). Start it "
+                            "(docs/scale-out.md; "
                             "`persmem cluster up` for a local trial) or fix [cluster] servers.") from None
                     await asyncio.sleep(0.25)
 
@@ -99,12 +100,12 @@ class NatsLink:
         """Run `coro` on the link's loop and wait for its result (from any thread but the loop's own).
         TimeoutError after `timeout` seconds (default [cluster] request_timeout_seconds)."""
         future = self.submit(coro)
+        timeout = timeout if timeout is not None else self.config.request_timeout_seconds
         try:
-            return future.result(timeout if timeout is not None else self.config.request_timeout_seconds)
+            return future.result(timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            raise TimeoutError(f"the NATS cluster did not answer within "
-                               f"{timeout if timeout is not None else self.config.request_timeout_seconds:g} s") from None
+            raise TimeoutError(f"the NATS cluster did not answer within {timeout:g} s") from None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -228,16 +228,16 @@ class Collection:
         with self._applied:
             while not (self.rows.applied_seq >= seq or self.closed):
                 if self.follower is not None and self.follower.failed is not None:
-                    raise ReplicationFailed(f"collection {self.name!r} stopped following the cluster on this node (the server "
-                                    "log says why); nothing was changed. Restart this node.")
+                    raise ReplicationFailed(f"collection {self.name!r} stopped following the cluster on this node "
+                                            "(the server log says why); nothing was changed. Restart this node.")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     break
                 self._applied.wait(1.0 if left is None else min(1.0, left))
             if self.rows.applied_seq < seq and not self.closed:
-                raise ReplicationFailed(f"collection {self.name!r} on this node is {seq - self.rows.applied_seq} writes behind "
-                                f"the cluster and did not catch up within {timeout:g} s; nothing was changed. Try "
-                                "again (`persmem cluster status` shows the cluster).")
+                raise ReplicationFailed(f"collection {self.name!r} on this node is {seq - self.rows.applied_seq} writes "
+                                        f"behind the cluster and did not catch up within {timeout:g} s; nothing was "
+                                        "changed. Try again (`persmem cluster status` shows the cluster).")
 
     def apply_replicated(self, batch: list[tuple[int, list]]) -> None:
         """Apply writes from the memory stream, in stream order: (sequence, log entries) pairs. A write at or below

@@ -138,8 +138,9 @@ class MemoryConfig(ConfigSection):
     ] = 5000
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
     snapshot_every: Annotated[
-        int, Meta(ge=1, description="On a cluster ([cluster] servers): when the index is saved, publish the collection's "
-                  "files for new nodes to start from once the memory stream is this many writes past the last snapshot.")
+        int, Meta(ge=1, description="On a cluster ([cluster] servers): when the index is saved, publish the "
+                  "collection's files for new nodes to start from once the memory stream is this many writes past the "
+                  "last snapshot.")
     ] = 10_000
     embed_batch: Annotated[
         int, Meta(ge=1, le=1024, description="Stores are acknowledged once logged and embedded in the background, "

@@ -53,8 +53,8 @@ PURPOSE = b"memory.replica"  # what a sealed stream message is sealed as
 MAX_MESSAGE = 8 << 20  # a bulk store of 1,000 memories with their text fits; the stream refuses larger
 REFUSE_AFTER_TIMEOUT = 5.0  # seconds writes are refused at once after one waited the whole timeout (no quorum):
 # a write waits for the cluster under its collection's write lock, which holds that node's searches of it too
-APPLY_BATCH = 512
-QUEUE_LIMIT = 2048  # messages received and not applied yet, at most (then the consumer waits)  # messages a follower hands over at once (one write lock)
+APPLY_BATCH = 512  # messages a follower hands over at once (one write lock)
+QUEUE_LIMIT = 2048  # messages received and not applied yet, at most (then the consumer waits)
 SNAPSHOT_FILES = ("records.log", "vectors.hnsw", "vectors.hnsw.meta.json", "checkpoint.bin", "checkpoint.bin.meta.json",
                   "model.json")
 
@@ -143,8 +143,7 @@ class Replication:
         """Publish one write's entries; returns its stream sequence once a majority of the replicas stored it.
         Behind when another write reached the collection after `expected`. A publish that times out (a NATS
         server failing over) is sent again with the same message id, which JetStream stores at most once."""
-        from nats.errors import ConnectionClosedError, NoRespondersError
-        from nats.errors import TimeoutError as NatsTimeout
+        from nats.errors import Error as NatsError
         from nats.js.errors import APIError
 
         data = self.sealer.seal(_encoder.encode(entries), PURPOSE)
@@ -180,7 +179,7 @@ class Replication:
                     continue
                 raise ReplicationFailed(f"the NATS cluster refused this write: {exc.description}; nothing was "
                                         "stored.") from None
-            except (NatsTimeout, TimeoutError, NoRespondersError, ConnectionClosedError) as exc:
+            except (NatsError, TimeoutError) as exc:  # no answer, no stream leader yet, reconnecting: again
                 problem = type(exc).__name__
                 time.sleep(0.1)
 
@@ -312,14 +311,15 @@ class Replication:
         timeout or "no leader yet" (a NATS server failing over) is retried for up to three times `timeout`."""
         from nats.errors import NoRespondersError
         from nats.errors import TimeoutError as NatsTimeout
-        from nats.js.errors import ServiceUnavailableError
+        from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
         timeout = timeout or self.timeout
         deadline = time.monotonic() + 3 * timeout
         while True:
             try:
                 return self.link.run(make(), timeout=timeout)
-            except (TimeoutError, NatsTimeout, NoRespondersError, ServiceUnavailableError) as exc:
+            except (TimeoutError, NatsTimeout, NoRespondersError, NoStreamResponseError,
+                    ServiceUnavailableError) as exc:
                 if time.monotonic() + 0.25 >= deadline:
                     raise ReplicationFailed(f"the NATS cluster did not answer ({type(exc).__name__}) within "
                                             f"{3 * timeout:g} s when asked to {what}; `persmem cluster status` shows "
