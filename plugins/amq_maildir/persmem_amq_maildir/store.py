@@ -183,8 +183,9 @@ class MailStore:
                 raise UserError(f"delivery to {rcpt!r} failed ({exc.strerror or exc}); the message was not sent"
                                 + (" to the others either" if header.recipients else "")
                                 + (". Check disk space and permissions of the mail root (persmem doctor)."
-                                   if self.backend is None else f"; {self.backend.describe()} did not take it: try "
-                                   "again in a moment (persmem doctor checks it).")) from None
+                                   if self.backend is None else f"; {self.backend.describe()} did not confirm it, so "
+                                   "it may still arrive: amq_timeline lists what you sent; send again only if it is not "
+                                   "there (persmem doctor checks the backend).")) from None
         raise UserError("could not find a free message name after 5 tries; try again.")
 
     def _recipients(self, caller: str, to) -> list[str]:
@@ -282,8 +283,10 @@ class MailStore:
                 claimed = box.claim(name)
             except OSError as exc:
                 log.error("amq: marking %s read in %s failed: %s", name, inbox, exc)
-                raise UserError(f"could not mark {msg_id!r} read ({exc.strerror or exc}); it stays unread. Try "
-                                "amq_read again in a moment (persmem doctor checks the mail store).") from None
+                raise UserError(f"could not mark {msg_id!r} read ({exc.strerror or exc}); "
+                                + ("it stays unread. Try amq_read again in a moment (persmem doctor checks the mail "
+                                   "store)." if self.backend is None else "the claim was not confirmed (it may have gone "
+                                   "through): amq_read it again in a moment.")) from None
             self._bump()
         out = full(entry)
         out["status"] = "read" if claimed or entry.folder == "cur" else "unread"
