@@ -156,7 +156,7 @@ class JetStreamMail:
         self._kv = await ensure_claims(js, self.replicas)
         target = info.state.last_seq
         caught_up = asyncio.Event()
-        if target == 0:
+        if target == 0 or info.state.messages == 0:  # nothing to read (a purged stream keeps its last sequence)
             caught_up.set()
 
         async def on_message(msg):
