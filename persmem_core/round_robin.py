@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from persmem_core.errors import UserError
+from persmem_core.netaddr import free_port
 
 HAPROXY = "/usr/sbin/haproxy"
 
@@ -37,12 +38,6 @@ def binary() -> str:
                     "over the nodes' /mcp in front of them: docs/scale-out.md).")
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 class RoundRobinProxy:
     """haproxy spreading HTTP requests over `backends` ([(host, port), ...]) in turn; files under `root`."""
 
@@ -53,7 +48,7 @@ class RoundRobinProxy:
         self.backends = [(str(h), int(p)) for h, p in backends]
         self.root = Path(root)
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or free_port(host)
         self.check_interval_ms = check_interval_ms
         self.server_timeout_s = server_timeout_s
         self.config_path = self.root / "haproxy.cfg"

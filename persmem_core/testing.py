@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ import pytest
 import tomli_w
 
 from persmem_core.agents import AgentStore
+from persmem_core.netaddr import free_port  # noqa: F401 - tests import it from here
 
 
 # A crash as the server words it (tools.py) or a Python traceback: whole shapes, with the log reference, so a
@@ -57,12 +57,6 @@ MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, 
 
 class ToolCallError(Exception):
     """A tool call returned an MCP error result; the message is the server's text."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_config(home: Path, config: dict | str | None) -> None:

@@ -54,3 +54,13 @@ def test_encryption_benchmark_quick_run_prints_its_table():
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| measure | off | on | on/off |" in result.stdout
     assert "| open: server restart to first search (s) |" in result.stdout and "| backup: " in result.stdout
+
+
+def test_cluster_benchmark_quick_run_prints_its_tables():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_cluster.py"), "--quick"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| memory_store p50 / p95 (ms) |" in result.stdout and "| amq_send, 4 clients (messages/s) |" in result.stdout
+    assert "found on node 2 by meaning" in result.stdout and "node 2 restarted until it has them all" in result.stdout

@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 import random
 import re
+import subprocess
 import threading
 import time
 
 import pytest
 
 from persmem_core.round_robin import RoundRobinProxy
-from persmem_core.testing import RunningServer, ToolCallError
+from persmem_core.testing import RunningServer, ToolCallError, persmem_command
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -88,6 +89,13 @@ def test_a_memory_stored_on_one_node_is_found_on_the_other_within_the_bound(clus
     a.call_tool("memory_store", {"content": "Runbooks live in the ops wiki.", "collection": "runbooks"}, agent="kite")
     until(lambda: "runbooks" in [c["name"] for c in b.call_tool("memory_list_collections", {},
                                                                  agent="kite")["collections"]], FOUND_WITHIN)
+    # the operator's view: doctor checks the memory stream, cluster status shows it
+    doctor = subprocess.run(persmem_command("doctor"), env=b.env, capture_output=True, text=True, timeout=120)
+    assert re.search(r"PASS\s+memory replication: stream PERSMEM_MEMORY: \d+ write\(s\) to 2 collection\(s\), "
+                     r"replicas 3, leader n\d", doctor.stdout), doctor.stdout
+    status = subprocess.run(persmem_command("cluster", "status"), env=b.env, capture_output=True, text=True,
+                            timeout=120)
+    assert status.returncode == 0 and "PERSMEM_MEMORY" in status.stdout and "PERSMEM_AMQ" in status.stdout, status
 
 
 def test_writes_on_both_nodes_at_once_end_the_same_on_both(cluster_nodes):

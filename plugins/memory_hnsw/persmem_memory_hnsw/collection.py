@@ -135,6 +135,7 @@ class Collection:
         self.follower = None  # on a cluster: the stream follower (replication.Follower), from `follow`
         self._applied = threading.Condition()  # notified when Rows.applied_seq moves
         self._snapshot_seq = 0  # the sequence of the last snapshot this node published
+        self._since_snapshot = 0  # log entries from the stream (made here or applied) since then
         self._snapshotting = threading.Lock()  # held while a snapshot uploads: one at a time
         self._reapply = 0  # the sequence `follow` applies once more (the last one logged here)
 
@@ -207,7 +208,7 @@ class Collection:
         self.changes_since_save = 0
         self._save_usage()
         if (self.replication is not None and not self._snapshotting.locked()
-                and self.rows.applied_seq - self._snapshot_seq >= self.config.snapshot_every):
+                and self._since_snapshot >= max(self.config.snapshot_every, len(self.memories))):
             self._publish_snapshot()
 
     # -- on a cluster (replication.py) ---------------------------------------------------
@@ -215,18 +216,24 @@ class Collection:
         """Follow the memory stream from the last write applied here, and return once everything the stream held
         when this was called is applied (a node that was down catches up before it answers)."""
         target = self.replication.last_seq(self.name)
+        if self.rows.applied_seq > target:
+            raise UserError(f"collection {self.name!r} on this node has writes up to stream sequence "
+                            f"{self.rows.applied_seq}, but the cluster's memory stream ends at {target}: it is another "
+                            "(or a reset) cluster. Move this node's collection folder aside to start it from the "
+                            "cluster, or point [cluster] servers at the cluster it came from.")
         # From the last write applied here, again: a crash may have logged only some of its entries (each carries
         # the write's sequence), and a write's entries are full states, so applying it twice changes nothing.
         self._reapply = self.rows.applied_seq
         self.follower = self.replication.follow(self.name, max(0, self.rows.applied_seq - 1), self.apply_replicated)
-        self.wait_applied(target, timeout=None)
+        self.wait_applied(target, timeout=None, reapplied=True)
 
-    def wait_applied(self, seq: int, timeout: float | None = 30.0) -> None:
-        """Return once the stream's writes up to `seq` are applied here. UserError after `timeout` seconds, or at
-        once when this node stopped following the collection (its follower failed: the log says why)."""
+    def wait_applied(self, seq: int, timeout: float | None = 30.0, reapplied: bool = False) -> None:
+        """Return once the stream's writes up to `seq` are applied here (with `reapplied`, also the one `follow`
+        applies again). UserError after `timeout` seconds, or at once when this node stopped following the
+        collection (its follower failed: the log says why)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._applied:
-            while not (self.rows.applied_seq >= seq or self.closed):
+            while not ((self.rows.applied_seq >= seq and not (reapplied and self._reapply)) or self.closed):
                 if self.follower is not None and self.follower.failed is not None:
                     raise ReplicationFailed(f"collection {self.name!r} stopped following the cluster on this node "
                                             "(the server log says why); nothing was changed. Restart this node.")
@@ -234,7 +241,7 @@ class Collection:
                 if left is not None and left <= 0:
                     break
                 self._applied.wait(1.0 if left is None else min(1.0, left))
-            if self.rows.applied_seq < seq and not self.closed:
+            if (self.rows.applied_seq < seq or (reapplied and self._reapply)) and not self.closed:
                 raise ReplicationFailed(f"collection {self.name!r} on this node is {seq - self.rows.applied_seq} writes "
                                         f"behind the cluster and did not catch up within {timeout:g} s; nothing was "
                                         "changed. Try again (`persmem cluster status` shows the cluster).")
@@ -249,7 +256,6 @@ class Collection:
             for seq, entries in batch:
                 if seq < self.rows.applied_seq or (seq == self.rows.applied_seq and seq != self._reapply):
                     continue
-                self._reapply = 0
                 for entry in entries:
                     if isinstance(entry, Delete):
                         if entry.id in self.memories:
@@ -267,6 +273,8 @@ class Collection:
                     vecs = matrix(entry.vectors, self.embedder.dim)
                     self._commit([Put(memory=memory, vectors=entry.vectors, detect=entry.detect)], [(memory, vecs)],
                                  sync=False, seq=seq)
+                if seq >= self._reapply:
+                    self._reapply = 0
                 self._applied_to(seq)
             self._maintain()
 
@@ -288,12 +296,13 @@ class Collection:
             if path.exists():
                 paths[path.name] = (path, path.stat().st_size)
         files = {name: (open(path, "rb"), size) for name, (path, size) in paths.items()}
-        self._snapshot_seq = seq = self.rows.applied_seq
+        previous, self._snapshot_seq = self._snapshot_seq, self.rows.applied_seq
+        seq, self._since_snapshot = self._snapshot_seq, 0
         self._snapshotting.acquire()
 
         def upload():
             try:
-                self.replication.publish_snapshot(self.name, files, seq, self.config.snapshot_every)
+                self.replication.publish_snapshot(self.name, files, seq, newer_than=previous)
             except Exception:  # noqa: BLE001 - optional: a new node then replays more of the stream
                 log.exception("collection %s: publishing a snapshot failed", self.name)
             finally:
@@ -921,14 +930,16 @@ class Collection:
         reported as a UserError saying nothing was stored. On a cluster, the entries are first published to the
         memory stream (Behind when another node wrote first; ReplicationFailed when the cluster does not take
         them): `seq` is where they are in it, given when they come from the stream (apply_replicated)."""
-        if seq is None and self.replication is not None:
+        published = seq is None and self.replication is not None
+        if published:
             seq = self.replication.publish(self.name, entries, self.rows.applied_seq)
         if seq is not None:
             for entry in entries:
                 entry.seq = seq
+            self._since_snapshot += len(entries)
         try:
             spans = self.log.append(entries) if sync else self.log.write(entries)
-            if seq is not None:
+            if published:  # (a write from the stream counts as applied once all its entries are: apply_replicated)
                 self._applied_to(seq)
             return spans
         except OSError as exc:

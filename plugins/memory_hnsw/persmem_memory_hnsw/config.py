@@ -139,8 +139,8 @@ class MemoryConfig(ConfigSection):
     save_index_every: Annotated[int, Meta(ge=1, description="Save the vector index after this many changes.")] = 5000
     snapshot_every: Annotated[
         int, Meta(ge=1, description="On a cluster ([cluster] servers): when the index is saved, publish the "
-                  "collection's files for new nodes to start from once the memory stream is this many writes past the "
-                  "last snapshot.")
+                  "collection's files for new nodes to start from once this many log entries (and at least as many as "
+                  "the collection has memories) came from the stream since the last snapshot.")
     ] = 10_000
     embed_batch: Annotated[
         int, Meta(ge=1, le=1024, description="Stores are acknowledged once logged and embedded in the background, "

@@ -101,7 +101,27 @@ def doctor(host):
         checks.extend(review_checks(folder, host.sealer))
     except UserError as exc:  # SealingError: a sealed log this key does not open (the message names the fix)
         checks.append(fail("memory review dates", str(exc)))
+    if host.section("cluster").servers:
+        checks.append(cluster_check(host))
     return checks
+
+
+def cluster_check(host):
+    """The memory stream on the cluster ([cluster] servers): PASS with its size and leader, WARN naming replicas
+    offline or behind, FAIL when the cluster does not answer."""
+    from persmem_core.doctor import fail, pass_, warn
+
+    from .replication import Replication
+
+    cluster = host.section("cluster")
+    try:
+        problems, summary = Replication(host.cluster, host.sealer, replicas=cluster.replicas,
+                                        timeout=cluster.request_timeout_seconds).stream_report()
+    except Exception as exc:  # noqa: BLE001 - reported as a FAIL line
+        return fail("memory replication", f"NATS JetStream: {type(exc).__name__}: {exc}")
+    if problems:
+        return warn("memory replication", f"{summary}; " + "; ".join(problems))
+    return pass_("memory replication", summary)
 
 
 SHOWN_IDS = 5  # ids a doctor line names; memory_get and the dashboard's Lifecycle panel show the rest

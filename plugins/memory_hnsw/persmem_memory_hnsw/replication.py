@@ -120,6 +120,32 @@ class Replication:
             log.warning("memory stream %s has %d replicas, [cluster] replicas says %d (the stream is left as it is)",
                         STREAM, info.config.num_replicas, self.replicas)
 
+    def stream_report(self) -> tuple[list[str], str]:
+        """For doctor: (problems, summary) of the memory stream: writes, collections, replicas, leader, and replicas
+        that are offline or behind."""
+        from nats.js.errors import NotFoundError
+
+        async def _look():
+            try:
+                return await self.link.js.stream_info(STREAM, subjects_filter=SUBJECT_PREFIX + ">")
+            except NotFoundError:
+                return None
+
+        info = self._run(_look, "describe the memory stream")
+        if info is None:
+            return [], f"stream {STREAM} not made yet (the first persmem node on the cluster makes it)"
+        problems = []
+        if info.config.num_replicas != self.replicas:
+            problems.append(f"stream {STREAM} keeps {info.config.num_replicas} replica(s), [cluster] replicas says "
+                            f"{self.replicas}")
+        cluster = info.cluster
+        for peer in (cluster.replicas or []) if cluster else []:
+            if peer.offline or not peer.current:
+                problems.append(f"replica {peer.name} is {'offline' if peer.offline else 'behind'}")
+        leader = f", leader {cluster.leader}" if cluster and cluster.leader else ""
+        return problems, (f"stream {STREAM}: {info.state.messages} write(s) to {len(info.state.subjects or {})} "
+                          f"collection(s), replicas {info.config.num_replicas}{leader}")
+
     def collections(self) -> list[str]:
         """The collections the stream holds writes of (some may not be open on this node yet)."""
         info = self._run(lambda: self.link.js.stream_info(STREAM, subjects_filter=SUBJECT_PREFIX + ">"),
@@ -236,15 +262,16 @@ class Replication:
         info = self._run(_info, "read the snapshot's sequence")
         return 0 if info is None else _applied_seq(info.headers)
 
-    def publish_snapshot(self, collection: str, files: dict[str, tuple[object, int]], applied_seq: int,
-                         every: int) -> bool:
+    def publish_snapshot(self, collection: str, files: dict[str, tuple[object, int]], applied_seq: int, *,
+                         newer_than: int) -> bool:
         """Put the collection's files (name -> (open binary file, bytes to copy)) in the object store as one tar,
-        marked with the sequence they reach, unless another node's snapshot is less than `every` writes older.
-        The tar is spooled through a temporary file, not memory. The files are closed. Returns whether it put."""
+        marked with the sequence they reach, unless another node put one after `newer_than` (this node's previous
+        snapshot): then that one serves, and this node waits for its next turn. The tar is spooled through a
+        temporary file, not memory. The files are closed. Returns whether it put."""
         from nats.js.api import ObjectMeta
 
         try:
-            if applied_seq - self.snapshot_seq(collection) < every:  # another node put one lately
+            if self.snapshot_seq(collection) > newer_than:  # another node put one since this node's last
                 return False
             with tempfile.TemporaryFile() as spool:
                 with tarfile.open(fileobj=spool, mode="w") as tar:

@@ -96,7 +96,7 @@ def test_a_write_torn_by_a_crash_on_a_follower_is_applied_whole_when_it_comes_ba
     assert a.wait_embedded(30)  # the last write: one message with the three memories' vectors
     last = a.rows.applied_seq
     b.col.wait_applied(last)
-    assert not b.col.rows.unembedded and set(stored_ids) <= ids(b.col)
+    assert set(stored_ids) <= ids(b.col) and not b.col.rows.unembedded
     b.close()
     # a crash while b logged that last write: only its first entry reached the disk
     log_path = b.root / "b" / LOG_NAME
