@@ -50,6 +50,9 @@ class Node:
             col.follow()
         except BaseException:
             col.close()
+            self.embedding.stop(drain=False)
+            self.replication.stop()
+            self.link.close()
             raise
         self.col = col
         return col
