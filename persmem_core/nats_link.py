@@ -110,3 +110,17 @@ class NatsLink:
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
+
+
+def stream_problems(info, replicas: int) -> list[str]:
+    """What doctor warns about in a JetStream stream's info (nats-py's StreamInfo): another number of replicas than
+    [cluster] `replicas`, and replicas that are offline or behind."""
+    name = info.config.name
+    problems = []
+    if info.config.num_replicas != replicas:
+        problems.append(f"stream {name} keeps {info.config.num_replicas} replica(s), [cluster] replicas says "
+                        f"{replicas}")
+    for peer in (info.cluster.replicas or []) if info.cluster else []:
+        if peer.offline or not peer.current:
+            problems.append(f"replica {peer.name} is {'offline' if peer.offline else 'behind'}")
+    return problems

@@ -33,7 +33,7 @@ import nats.errors
 import nats.js.api as api
 import nats.js.errors
 
-from persmem_core.nats_link import NatsLink
+from persmem_core.nats_link import NatsLink, stream_problems
 
 from .view import MailView
 
@@ -343,14 +343,8 @@ def check_stream(link: NatsLink, replicas: int) -> tuple[list[str], str]:
             info = await js.stream_info(STREAM)
         except nats.js.errors.NotFoundError:
             return [], f"stream {STREAM} not made yet (the first persmem server on the cluster makes it)"
-        problems = []
-        if info.config.num_replicas != replicas:
-            problems.append(f"stream {STREAM} keeps {info.config.num_replicas} replica(s), [cluster] replicas says "
-                            f"{replicas}")
+        problems = stream_problems(info, replicas)
         cluster = info.cluster
-        for peer in (cluster.replicas or []) if cluster else []:
-            if peer.offline or not peer.current:
-                problems.append(f"replica {peer.name} is {'offline' if peer.offline else 'behind'}")
         try:
             claims = (await js.stream_info(f"KV_{CLAIMS}")).state.messages
         except nats.js.errors.NotFoundError:

@@ -39,6 +39,7 @@ from pathlib import Path
 import msgspec
 
 from persmem_core import UserError
+from persmem_core.nats_link import stream_problems
 from persmem_core.sealing import Sealer, SealingError
 
 from .log import WriteFailed
@@ -134,14 +135,8 @@ class Replication:
         info = self._run(_look, "describe the memory stream")
         if info is None:
             return [], f"stream {STREAM} not made yet (the first persmem node on the cluster makes it)"
-        problems = []
-        if info.config.num_replicas != self.replicas:
-            problems.append(f"stream {STREAM} keeps {info.config.num_replicas} replica(s), [cluster] replicas says "
-                            f"{self.replicas}")
+        problems = stream_problems(info, self.replicas)
         cluster = info.cluster
-        for peer in (cluster.replicas or []) if cluster else []:
-            if peer.offline or not peer.current:
-                problems.append(f"replica {peer.name} is {'offline' if peer.offline else 'behind'}")
         leader = f", leader {cluster.leader}" if cluster and cluster.leader else ""
         return problems, (f"stream {STREAM}: {info.state.messages} write(s) to {len(info.state.subjects or {})} "
                           f"collection(s), replicas {info.config.num_replicas}{leader}")
