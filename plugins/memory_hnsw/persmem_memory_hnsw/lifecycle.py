@@ -133,13 +133,13 @@ def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: L
     min_sim, ratio = view.config.restated_min_similarity, view.config.restated_min_score_ratio
     if view.private or min_sim >= 1.0 or len(scores) < 2:
         return scores, {}
-    at_row, successor_of, undone = rows.at_row, rows.successor_of, rows.undone_links
+    at_row, successor_of, undone, unembedded = rows.at_row, rows.successor_of, rows.undone_links, rows.unembedded
     window = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[: top_k * RESTATED_WINDOW]
     groups: dict[tuple[int, int], list[int]] = {}
     for row, _ in window:
         head = at_row[row]
         if (head is None or head.type in PROCEDURAL_TYPES or head.type == CONSOLIDATED_TYPE
-                or head.id in successor_of or not head.n_labels):
+                or head.id in successor_of or not head.n_labels or head.id in unembedded):
             continue
         groups.setdefault((int(rows.project[row]), int(rows.author[row])), []).append(row)
     lowered: dict[int, float] = {}
