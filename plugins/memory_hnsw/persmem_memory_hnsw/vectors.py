@@ -135,13 +135,14 @@ class VectorIndex:
         if k <= 0:
             return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float32)
         self.index.set_ef(max(self.ef_search, k))
-        try:
-            labels, distances = self.index.knn_query(query, k=k, filter=allowed)
-        except RuntimeError:  # fewer than k reachable under the filter
-            if allowed is None:
-                raise
-            labels, distances = self.index.knn_query(query, k=max(1, k // 4), filter=allowed)
-        return labels[0], 1.0 - distances[0]
+        while True:
+            try:
+                labels, distances = self.index.knn_query(query, k=k, filter=allowed)
+                return labels[0], 1.0 - distances[0]
+            except RuntimeError:  # fewer than k reachable (under the filter, or past chunks marked deleted)
+                if k == 1:
+                    return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float32)
+                k = max(1, k // 4)
 
     # -- persistence ---------------------------------------------------
     def save(self, path: Path, *, model_id: str, log_offset: int, sealer: Sealer | None = None) -> None:
