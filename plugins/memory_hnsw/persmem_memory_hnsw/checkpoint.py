@@ -50,7 +50,7 @@ log = logging.getLogger("persmem.memory")
 CHECKPOINT_NAME = "checkpoint.bin"
 META_SUFFIX = ".meta.json"
 PURPOSE = b"memory.checkpoint"  # what the checkpoint is sealed as
-FORMAT = 2  # raise when State or the arrays change meaning: older checkpoints are then ignored
+FORMAT = 3  # raise when State or the arrays change meaning: older checkpoints are then ignored
 MAGIC = b"PMCKPT\x00\x01"
 _LENGTH = struct.Struct("<Q")
 
@@ -60,8 +60,8 @@ ROWS_SAVED = ("at_row", "by_hash", "tag_rows", "next_label", "applied_seq", "une
               "consolidated_into",
               "_successors", "_consolidators", "undone_links", "projects", "types", "authors", "_strings")
 ROWS_DERIVED = ("heads", "row_of")  # from at_row: the live rows in row order (as put/_retire leave them)
-ROWS_ARRAYS = ("label_row", "project", "type", "author", "created", "alive", "first_label", "label_count",
-               "log_start", "log_end")
+ROWS_ARRAYS = ("label_row", "project", "type", "author", "created", "alive", "question", "first_label",
+               "label_count", "log_start", "log_end")
 ROWS_NESTED = ("lexical",)
 BM25_SAVED = ("_term_id", "_delta", "_delta_size", "n_alive", "total_len")
 BM25_ARRAYS = ("_offsets", "_rows", "_tfs", "_doc_len", "_alive")

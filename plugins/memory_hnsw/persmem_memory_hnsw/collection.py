@@ -35,7 +35,7 @@ from persmem_core.fileio import atomic_write_bytes
 from persmem_core.sealing import Sealer, SealingError
 
 from .config import MemoryConfig
-from .contexts import MAX_CONTEXT_CHARS
+from .contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
 from .dedup import exact_duplicate, near_duplicate, word_twins
 from .heap import release_freed_memory
 from .log import LOG_NAME, RecordLog, WriteFailed, decode_frame, write_failed
@@ -88,6 +88,7 @@ class NewMemory:
     author: str | None = None  # imports keep the original author and time
     created: float | None = None
     context: str = ""  # text around it (contexts.neighbour_contexts), indexed for keyword search only
+    reply_to: str = ""  # the question before it (contexts.questions_before), indexed for keyword search only
     supersedes: list[str] = field(default_factory=list)  # older memories it replaces (checked: see store)
     consolidates: list[str] = field(default_factory=list)  # a consolidated memory's members (write_consolidated)
     valid_until: float = 0.0  # expires after this timestamp; 0: never
@@ -395,7 +396,7 @@ class Collection:
             return [self._load(memory_id) for memory_id in memory_ids if memory_id in self.memories]
 
     def search(self, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
-               recency_weight: float = 0.0, candidates: int = 60, include_superseded: bool = True,
+               recency_weight: float = 0.0, candidates: int | None = None, include_superseded: bool = True,
                include_expired: bool = False) -> list[Hit]:
         """The `top_k` best memories for `query`, weighed by their lifecycle (lifecycle.adjust): superseded ones
         rank lower (or are left out: include_superseded=False), expired ones are left out unless asked for."""
@@ -407,7 +408,7 @@ class Collection:
                              private=is_private(self.config, self.name), usage=self.usage)
         with self.lock.gen_rlock():
             ranked = rank(self.rows, self.vectors, self.config, query, qvec, top_k=top_k, filters=filters, mode=mode,
-                          candidates=candidates, lifecycle=view)
+                          candidates=candidates or self.config.search_candidates, lifecycle=view)
             at_row = self.rows.at_row
             return [Hit(memory=self._load(at_row[r.row].id), score=r.score, dense=r.dense, lexical=r.lexical,
                         restated_by=None if r.restated_by is None else at_row[r.restated_by].id) for r in ranked]
@@ -509,7 +510,7 @@ class Collection:
                 memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
                                 tags=item.tags, author=owner, editor=item.editor or owner,
                                 collection=self.name, created=created, updated=created, content_hash=digest,
-                                context=item.context, labels=labels, supersedes=list(explicit), link_history=links,
+                                context=item.context, reply_to=item.reply_to, labels=labels, supersedes=list(explicit), link_history=links,
                                 consolidates=list(item.consolidates), valid_until=item.valid_until,
                                 review_after=item.review_after)
                 batch_hashes[(item.project, owner, digest)] = memory_id
@@ -1007,5 +1008,7 @@ class Collection:
         self._check_content(item.content)
         if len(item.context) > MAX_CONTEXT_CHARS:
             raise UserError(f"context is {len(item.context)} characters; at most {MAX_CONTEXT_CHARS}.")
+        if len(item.reply_to) > MAX_QUESTION_CHARS:
+            raise UserError(f"reply_to is {len(item.reply_to)} characters; at most {MAX_QUESTION_CHARS}.")
         if item.memory_id is not None and not ID_RE.match(item.memory_id):
             raise UserError(f"invalid memory id {item.memory_id!r}: 1-128 letters, digits, '_', ':', '.', '-'.")

@@ -134,6 +134,8 @@ def export_(path: Path, collection: str | None) -> None:
                 record["history"] = [public_version(v) for v in memory.history]
                 if memory.context:
                     record["context"] = memory.context
+                if memory.reply_to:
+                    record["reply_to"] = memory.reply_to
                 record.update(_lifecycle_record(memory))
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
@@ -160,14 +162,16 @@ def import_(path: Path) -> None:
                     continue
                 try:
                     rec = json.loads(line)
-                    context = rec.get("context") or ""
-                    if not isinstance(context, str):
-                        raise TypeError(f"context must be a string, not {type(context).__name__}")
+                    context, reply_to = rec.get("context") or "", rec.get("reply_to") or ""
+                    for key, value in (("context", context), ("reply_to", reply_to)):
+                        if not isinstance(value, str):
+                            raise TypeError(f"{key} must be a string, not {type(value).__name__}")
                     lifecycle = _lifecycle_from(rec)
                     item = NewMemory(content=rec["content"], project=rec.get("project", "general"),
                                      type=rec.get("type", "session_note"), tags=list(rec.get("tags", [])),
                                      memory_id=rec.get("id"), author=rec.get("author"), created=_created(rec),
-                                     context=context, consolidates=lifecycle.pop("consolidates"),
+                                     context=context, reply_to=reply_to,
+                                     consolidates=lifecycle.pop("consolidates"),
                                      valid_until=lifecycle.pop("valid_until"),
                                      review_after=lifecycle.pop("review_after"))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

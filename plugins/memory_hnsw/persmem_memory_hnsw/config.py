@@ -24,6 +24,20 @@ class MemoryConfig(ConfigSection):
     dense_weight: Annotated[
         float, Meta(ge=0.0, le=1.0, description="Weight of the dense score in hybrid fusion (the rest is BM25).")
     ] = 0.4
+    question_weight: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="A memory whose text is a question ranks times this (the chunk "
+                                                "after it in a memory_bulk_store conversation carries its words "
+                                                "and is the likelier answer). 1 turns it off.")
+    ] = 0.8
+    date_weight: Annotated[
+        float, Meta(ge=0.0, le=1.0, description="Added to the score (0-1 before the lifecycle's factors) of a "
+                                                "memory created around a time the query names: 'on 1 May, 2023', "
+                                                "'in March 2023', 'yesterday', 'last week'. 0 turns it off.")
+    ] = 0.3
+    search_candidates: Annotated[
+        int, Meta(ge=10, le=2000, description="Candidates each side of a hybrid search (meaning, keywords) "
+                                              "brings to the fusion; more find more, a little slower.")
+    ] = 200
     hnsw_m: Annotated[int, Meta(ge=4, le=64, description="hnswlib M (graph degree).")] = 16
     hnsw_ef_construction: Annotated[int, Meta(ge=16, le=800)] = 100
     hnsw_ef_search: Annotated[int, Meta(ge=16, le=2000)] = 96

@@ -5,6 +5,7 @@ the same things with the same messages."""
 from __future__ import annotations
 
 import difflib
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -71,6 +72,16 @@ def parse_when(value: str | None, what: str, *, through_day: bool = False) -> fl
     if through_day and len(value.strip()) == 10:  # a date alone: through that whole day
         return parsed.timestamp() + 86399.999
     return parsed.timestamp()
+
+
+def parse_created(value: str | None, what: str) -> float | None:
+    """When a memory was said or written, as a caller gives it (an ISO date or time; None or "": now). A time
+    more than a day ahead is refused: a memory from the future would outrank every later one by recency."""
+    when = parse_when(value, what)
+    if when is not None and when > time.time() + 86400:
+        raise UserError(f"{what} {shown(value)} is in the future; give when it was said or written, or leave it out "
+                        "for now.")
+    return when
 
 
 def parse_filters(*, project: str | None = None, memory_type: str | None = None, author: str | None = None,

@@ -1,5 +1,6 @@
 """Ranking a collection's rows for a query: dense (the hnswlib graph, or exact over the filtered chunks when
-the filter is selective) + BM25, min-max score fusion, then the lifecycle's factors (lifecycle.adjust:
+the filter is selective) + BM25, min-max score fusion, then what the query and the rows say (questions rank
+lower, rows from a time the query names higher: `weigh`), then the lifecycle's factors (lifecycle.adjust:
 supersession, consolidation, feedback, use, tier, staleness, recency), which also drop the rows the search's
 options hide before the top_k cut; then, among the best results, an older one yields to a later restatement of
 it (lifecycle.restated). The caller holds the collection's read lock and turns the ranked rows into
@@ -7,6 +8,7 @@ memories."""
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -14,6 +16,7 @@ import numpy as np
 from .config import MemoryConfig
 from .lifecycle import LifecycleView, adjust, restated
 from .query import Filters
+from .query_dates import around, named_ranges
 from .rows import Rows
 from .vectors import VectorIndex
 
@@ -39,10 +42,14 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
     dense = _dense(rows, vectors, config, qvec, mask, pool) if qvec is not None else {}
     lexical = _lexical(rows, query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
     scores = fuse(dense, lexical, config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
+    now = lifecycle.now if lifecycle is not None else time.time()
+    ranges = around(named_ranges(query, now)) if config.date_weight else []
+    scores = weigh(scores, rows, config, ranges)
     yields_to: dict[int, int] = {}
     if lifecycle is not None and scores:
         scores = adjust(scores, rows, lifecycle, allowed=mask)
-        scores, yields_to = restated(scores, rows, vectors, lifecycle, top_k)
+        if not ranges:  # a query that names a time asks what was so then: the later statement does not win
+            scores, yields_to = restated(scores, rows, vectors, lifecycle, top_k)
     best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
     return [Ranked(row, float(score), dense.get(row), lexical.get(row), yields_to.get(row)) for row, score in best
             if rows.at_row[row] is not None]
@@ -111,6 +118,27 @@ def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool:
         return {}
     top = np.argpartition(-scores, n - 1)[:n]
     return {int(row): float(scores[row]) for row in top}
+
+
+def weigh(scores: dict[int, float], rows: Rows, config: MemoryConfig,
+          ranges: list[tuple[float, float]]) -> dict[int, float]:
+    """The fused `scores` with what the query and the rows say: a row whose text is a question times
+    `question_weight` (the chunk after it, its likely answer, carries its words: contexts.py); a row created
+    within `ranges` (around the times the query names: query_dates.py) plus `date_weight`."""
+    if not scores:
+        return scores
+    picked = np.fromiter(scores, dtype=np.int64, count=len(scores))
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    if config.question_weight != 1.0:
+        values[rows.question[picked]] *= config.question_weight
+    if ranges:
+        created = rows.created[picked]
+        inside = np.zeros(len(picked), dtype=bool)
+        for start, end in ranges:
+            inside |= (created >= start) & (created < end)
+        values[inside] += config.date_weight
+        values /= 1.0 + config.date_weight  # scores stay within 0-1
+    return dict(zip(picked.tolist(), values.tolist(), strict=True))
 
 
 def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float) -> dict[int, float]:

@@ -79,6 +79,7 @@ class Memory(msgspec.Struct, kw_only=True):
     editor: str = ""  # who made this version (the author, or an agent `[memory] editors` grants); "" in older logs
     content_hash: str = ""
     context: str = ""  # neighbouring chunks' text (memory_bulk_store), indexed for keyword search only
+    reply_to: str = ""  # the question just before it in its conversation (contexts.questions_before), likewise
     labels: list[int] = []  # vector-index labels of this memory's chunks
     history: list[Version] = []
     # The lifecycle (lifecycle.py; docs/memory.md "Memory that stays true"). Every field has a default, so

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .contexts import is_question
 from .heap import grown
 from .lexical import BM25Index
 from .query import Filters
@@ -67,6 +68,7 @@ class Rows:
         self.author = np.zeros(0, dtype=np.int32)  # codes in self.authors
         self.created = np.zeros(0, dtype=np.float64)
         self.alive = np.zeros(0, dtype=bool)
+        self.question = np.zeros(0, dtype=bool)  # its text is a question (contexts.is_question): ranks lower
         self.first_label = np.zeros(0, dtype=np.int64)  # a row's labels are first_label .. + label_count - 1
         self.label_count = np.zeros(0, dtype=np.int32)
         self.log_start = np.zeros(0, dtype=np.int64)  # where a row's log entry is: log_start .. log_end
@@ -82,6 +84,7 @@ class Rows:
         self.author = grown(self.author, need)
         self.created = grown(self.created, need)
         self.alive = grown(self.alive, need)
+        self.question = grown(self.question, need)
         self.first_label = grown(self.first_label, need)
         self.label_count = grown(self.label_count, need)
         self.log_start = grown(self.log_start, need)
@@ -118,13 +121,15 @@ class Rows:
         self.author[row] = self.authors.get(memory.author)
         self.created[row] = memory.created
         self.alive[row] = True
+        self.question[row] = is_question(memory.content)
         if embedded:
             self.unembedded.discard(memory.id)
         else:
             self.unembedded.add(memory.id)
         for tag in head.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
-        self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context)
+        self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context,
+                         reply_to=memory.reply_to)
         self._link(head, head.supersedes, self._successors, self.successor_of)
         self._link(head, head.consolidates, self._consolidators, self.consolidated_into)
         undone = _undone_links(memory)

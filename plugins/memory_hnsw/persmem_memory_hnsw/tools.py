@@ -13,11 +13,11 @@ import time
 from persmem_core import CallContext, UserError
 
 from .collection import NewMemory
-from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts
+from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts, questions_before
 from .lifecycle import expired, review_due
 from .permissions import (BOOTSTRAP_TYPES, check_bootstrap_owner, check_visible, editors_in, is_private, own_filters,
                           pinned_for, visible_to)
-from .query import Filters, did_you_mean, parse_filters, parse_label, parse_tags, parse_when, shown
+from .query import Filters, did_you_mean, parse_created, parse_filters, parse_label, parse_tags, parse_when, shown
 from .records import ID_RE, iso, new_id, public, public_version, summarize
 from .replies import LifecycleLinks, consolidation_reply, lifecycle_marks, memory_list, search_reply
 from .service import MemoryService, check_collection_name, service
@@ -170,13 +170,17 @@ def memory_bulk_store(
     call: CallContext = None,
 ) -> dict:
     """Store many memories in one call: `chunks` is a JSON array (or a list) of
-    {"content": ..., "tags": "a,b" or [...], "type": ..., "project": ..., "id": ...} objects; only content is required
-    ("id" is refused in a private collection like `sessions`, where the server gives every id).
+    {"content": ..., "tags": "a,b" or [...], "type": ..., "project": ..., "id": ..., "created": ...} objects; only
+    content is required ("id" is refused in a private collection like `sessions`, where the server gives every id).
+    "created" is when it was said or written, an ISO date or time like 2023-05-08 or 2023-05-08T13:56:00Z
+    (default: now): importing a conversation with its dates lets a search that names a time ("what did she
+    paint in May 2023?") find it, and since/until filter on it.
     All are written together (one durable write). Returns one {"status", "id"} per chunk, in order.
 
     Chunks are taken as consecutive pieces of one conversation or document: up to `context_chars` characters
     of the chunks before and after each one (in the same project) are indexed with it for keyword search (not
-    part of its content), so a turn like "Yes, a sunrise over the lake." is found by the words of the question before it.
+    part of its content), so a turn like "Yes, a sunrise over the lake." is found by the words of the question before it
+    (a chunk right after a question counts the question's words in full).
     Pass context_chars=0 when the chunks are unrelated notes."""
     if isinstance(chunks, str):
         try:
@@ -196,7 +200,7 @@ def memory_bulk_store(
     for i, chunk in enumerate(chunks):
         if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
             raise UserError(f"chunks[{i}] must be an object with a string 'content'.")
-        for key in ("project", "type", "memory_type", "id"):
+        for key in ("project", "type", "memory_type", "id", "created"):
             if chunk.get(key) is not None and not isinstance(chunk[key], str):
                 raise UserError(f"chunks[{i}].{key} must be a string, got {type(chunk[key]).__name__} "
                                 f"{json.dumps(chunk[key])[:40]}; leave it out to use the default.")
@@ -209,11 +213,15 @@ def memory_bulk_store(
             type=parse_label(chunk.get("type") or chunk.get("memory_type") or "session_note", f"chunks[{i}].type"),
             tags=parse_tags(chunk.get("tags"), f"chunks[{i}].tags"),
             memory_id=chunk.get("id"),
+            created=parse_created(chunk.get("created"), f"chunks[{i}].created"),
         ))
-    for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
-        run = list(run)
-        for item, context in zip(run, neighbour_contexts([x.content for x in run], context_chars), strict=True):
-            item.context = context
+    if context_chars:
+        for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
+            run = list(run)
+            texts = [x.content for x in run]
+            for item, context, question in zip(run, neighbour_contexts(texts, context_chars), questions_before(texts),
+                                               strict=True):
+                item.context, item.reply_to = context, question
     results = _service(call).collection(collection).store(items, author=call.agent, dedup=dedup)
     return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
 

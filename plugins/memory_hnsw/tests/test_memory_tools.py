@@ -130,7 +130,7 @@ def test_bulk_store_indexes_each_chunk_with_its_neighbours(server):
 
     found = [r["id"] for r in call(server, "memory_search", query="harbour exhibition", project="ctx",
                                    mode="lexical")["results"]]
-    assert found[:2] == ["talk-1", "talk-2"]  # the answer is found by the question's words, ranked after it
+    assert found[:2] == ["talk-2", "talk-1"]  # the answer is found by the question's words, ranked above it
     assert "talk-3" in found  # its context holds the end of talk-2 (300 characters each side by default)
     off = [r["id"] for r in call(server, "memory_search", query="harbour exhibition", project="ctx-off",
                                  mode="lexical")["results"]]
