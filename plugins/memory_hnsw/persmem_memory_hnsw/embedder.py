@@ -13,7 +13,11 @@ can be configured instead and is used as it is; its id then includes the
 model file's hash, so a store never mixes vectors of two models.
 
 Text longer than the model's window is not cut off: it is split into
-overlapping token windows and each window gets its own vector.
+overlapping passages of PASSAGE tokens and each passage gets its own vector;
+a search scores a memory by its best passage. Passages half the window long
+find the right part of a long text better than whole windows (LoCoMo
+sessions as one memory each: R@10 0.943 -> 0.948), and a text that fits one
+window stays one vector (near-duplicate checks compare those).
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from .heap import release_freed_memory
 
 log = logging.getLogger("persmem.memory.embedder")
 
-WINDOW = 256  # tokens per model call, including [CLS] and [SEP]
-STRIDE = 192  # windows overlap by WINDOW - 2 - STRIDE tokens
+WINDOW = 256  # tokens per model call, including [CLS] and [SEP]: a text up to this long is one vector
+PASSAGE = 128  # tokens per passage of a longer text, including [CLS] and [SEP]
+STRIDE = 96  # passages overlap by PASSAGE - 2 - STRIDE tokens
 
 
 @dataclass(frozen=True)
@@ -186,9 +191,9 @@ class OnnxEmbedder:
 
     def _windows(self, text: str) -> list[list[int]]:
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
-        body = WINDOW - 2
-        if len(ids) <= body:
+        if len(ids) <= WINDOW - 2:
             return [[self._cls, *ids, self._sep]]
+        body = PASSAGE - 2
         windows = []
         for start in range(0, len(ids), STRIDE):
             windows.append([self._cls, *ids[start : start + body], self._sep])
