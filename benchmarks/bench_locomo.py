@@ -7,6 +7,14 @@ session granularity stores one memory per session, turns joined by
 newlines. Query = the question; hit score = |gold ∩ top-k| / |gold|; a
 question with no evidence scores 1. Data: ../shared/data/locomo (benchmark
 use only, never shipped).
+
+Variants, one row each: with each memory's date stored (memory_bulk_store
+"created" = its session's date and time, as a user importing a conversation
+would give it; the default) and without (the published recipe exactly: the
+peers get no dates); dialogs with and without neighbour context
+(context_chars=0). Besides the recipe's R@k: any-hit R@10 (a question counts
+when one gold turn is in the top 10) and, for dialogs, how many of the gold
+sessions the sessions of the top 10 turns cover.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import re
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import anyio
@@ -30,14 +39,21 @@ def sessions_of(conv: dict) -> list[tuple[int, list[dict]]]:
     return [(n, c[k]) for n, k in keys]
 
 
-def memories_for(conv: dict, granularity: str) -> list[dict]:
+def session_time(conv: dict, n: int) -> str:
+    """Session n's date and time ("1:56 pm on 8 May, 2023") as ISO, UTC."""
+    when = datetime.strptime(conv["conversation"][f"session_{n}_date_time"].strip(), "%I:%M %p on %d %B, %Y")
+    return when.replace(tzinfo=timezone.utc).isoformat()
+
+
+def memories_for(conv: dict, granularity: str, dated: bool = False) -> list[dict]:
     out = []
     for n, turns in sessions_of(conv):
         lines = [f'{t["speaker"]} said, "{t["text"]}"' for t in turns]
+        extra = {"created": session_time(conv, n)} if dated else {}
         if granularity == "dialog":
-            out += [{"id": t["dia_id"].replace(":", "_"), "content": line} for t, line in zip(turns, lines)]
+            out += [{"id": t["dia_id"].replace(":", "_"), "content": line, **extra} for t, line in zip(turns, lines)]
         else:
-            out.append({"id": f"session_{n}", "content": "\n".join(lines)})
+            out.append({"id": f"session_{n}", "content": "\n".join(lines), **extra})
     return out
 
 
@@ -51,28 +67,48 @@ def gold_of(qa: dict, granularity: str) -> set[str]:
     return gold
 
 
-async def run(server, convs, granularities, ks=(5, 10)) -> dict:
+# (granularity, dates stored, neighbour context chars): the first two are the product as a user gets it
+VARIANTS = [("session", True, 300), ("dialog", True, 300), ("session", False, 300), ("dialog", False, 300),
+            ("dialog", True, 0), ("dialog", False, 0)]
+
+
+async def run(server, convs, variants, ks=(5, 10)) -> dict:
     results = {}
     async with server.client("bench") as client:
-        for gran in granularities:
+        for gran, dated, context in variants:
             per_cat: dict[int, list[list[float]]] = {}
+            any_hit, sessions_found, took = [], [], []
             for ci, conv in enumerate(convs):
-                collection = f"locomo-{gran}-{ci}"
-                mems = memories_for(conv, gran)
+                collection = f"locomo-{gran}-{int(dated)}-{context}-{ci}"
+                mems = memories_for(conv, gran, dated)
                 for start in range(0, len(mems), 200):
                     r = await client.call_tool("memory_bulk_store", {
-                        "chunks": json.dumps(mems[start:start + 200]), "collection": collection, "dedup": False})
+                        "chunks": json.dumps(mems[start:start + 200]), "collection": collection, "dedup": False,
+                        "context_chars": context})
                     assert not r.is_error, r.content[0].text
                 for qa in conv["qa"]:
                     gold = gold_of(qa, gran)
+                    t = time.perf_counter()
                     r = await client.call_tool("memory_search", {"query": qa["question"], "top_k": max(ks),
                                                                  "collection": collection})
+                    took.append(time.perf_counter() - t)
                     assert not r.is_error, r.content[0].text
                     ids = [x["id"] for x in json.loads(r.content[0].text)["results"]]
                     scores = [1.0 if not gold else len(gold & set(ids[:k])) / len(gold) for k in ks]
                     per_cat.setdefault(qa.get("category", 0), []).append(scores)
-            results[gran] = per_cat
+                    any_hit.append(1.0 if not gold or gold & set(ids[:10]) else 0.0)
+                    if gran == "dialog":
+                        gold_sessions = gold_of(qa, "session")
+                        found = {f"session_{i.split('_')[0][1:]}" for i in ids[:10]}
+                        sessions_found.append(1.0 if not gold_sessions else
+                                              len(gold_sessions & found) / len(gold_sessions))
+            results[(gran, dated, context)] = {"per_cat": per_cat, "any": any_hit, "sessions": sessions_found,
+                                               "took": took}
     return results
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def main(quick: bool = False) -> dict:
@@ -92,24 +128,31 @@ def main(quick: bool = False) -> dict:
     server = start_server(home, agents=("bench",))
     start = time.perf_counter()
     try:
-        results = anyio.run(run, server, convs, ["session", "dialog"])
+        results = anyio.run(run, server, convs, VARIANTS)
     finally:
         server.stop()
     n_q = sum(len(c["qa"]) for c in convs)
     print(f"\n## LoCoMo retrieval ({len(convs)} conversations, {n_q} questions, hybrid memory_search via MCP; "
           f"{time.perf_counter() - start:.0f} s)\n")
-    print("| granularity | R@5 | R@10 | " + " | ".join(f"cat {c} R@10" for c in range(1, 6)) + " |")
-    print("|---|---|---|" + "---|" * 5)
+    print("| granularity | dates stored | neighbour context | R@5 | R@10 | any-hit R@10 | gold sessions in the top "
+          "10's sessions | " + " | ".join(f"cat {c} R@10" for c in range(1, 6)) + " | search p50 / p95 ms |")
+    print("|---|---|---|---|---|---|---|" + "---|" * 6)
     summary = {}
-    for gran, per_cat in results.items():
+    for (gran, dated, context), result in results.items():
+        per_cat = result["per_cat"]
         allq = [s for scores in per_cat.values() for s in scores]
-        r5 = sum(s[0] for s in allq) / len(allq)
-        r10 = sum(s[1] for s in allq) / len(allq)
+        r5, r10 = _mean([s[0] for s in allq]), _mean([s[1] for s in allq])
         cats = [per_cat.get(c) for c in range(1, 6)]
-        cat_cells = [f"{sum(s[1] for s in c) / len(c):.3f} (n={len(c)})" if c else "-" for c in cats]
-        print(f"| {gran} | {r5:.3f} | {r10:.3f} | " + " | ".join(cat_cells) + " |")
-        summary[gran] = (r5, r10)
-    print("\nTargets: session R@10 >= 0.93, dialog R@10 >= 0.70. Reference (same recipe, benchmarks.md): "
+        cat_cells = [f"{_mean([s[1] for s in c]):.3f} (n={len(c)})" if c else "-" for c in cats]
+        took = sorted(result["took"])
+        p50, p95 = took[len(took) // 2] * 1000, took[min(len(took) - 1, int(0.95 * len(took)))] * 1000
+        sessions = f"{_mean(result['sessions']):.3f}" if result["sessions"] else "-"
+        print(f"| {gran} | {'yes' if dated else 'no'} | {f'{context} chars' if context else 'none'} | {r5:.3f} | "
+              f"{r10:.3f} | {_mean(result['any']):.3f} | {sessions} | " + " | ".join(cat_cells)
+              + f" | {p50:.1f} / {p95:.1f} |")
+        summary[(gran, dated, context)] = (r5, r10)
+    print("\nTargets (issue 23): session R@10 >= 0.96, dialog R@10 >= 0.80, and the gold sessions found from the "
+          "top 10 turns no fewer with neighbour context than without. Reference (same recipe, benchmarks.md): "
           "naive RRF 0.868 / 0.553; MemPalace raw 0.603 / 0.480.")
     return summary
 
