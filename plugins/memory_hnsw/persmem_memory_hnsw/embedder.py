@@ -134,6 +134,19 @@ def requantized(source: Path, source_sha256: str, folder: Path) -> Path:
     return target
 
 
+def _special_tokens(tokenizer, path: Path) -> tuple[int, int, int]:
+    """(start, end, padding) token ids as the tokenizer's own post-processor puts them around a text: [CLS]
+    ... [SEP] for BERT and MiniLM, <s> ... </s> for RoBERTa and MPNet (whose vocabularies may also hold the
+    BERT names as ordinary tokens)."""
+    plain = tokenizer.encode("a", add_special_tokens=False).ids
+    framed = tokenizer.encode("a", add_special_tokens=True).ids
+    if len(framed) != len(plain) + 2 or framed[1:-1] != plain:
+        raise UserError(f"{path}: the tokenizer does not frame a text as [CLS] ... [SEP] or <s> ... </s>; persmem "
+                        "embeds with BERT- or RoBERTa-style models (input_ids, attention_mask, last_hidden_state).")
+    pad = tokenizer.token_to_id("[PAD]" if tokenizer.id_to_token(framed[0]) == "[CLS]" else "<pad>")
+    return framed[0], framed[-1], pad or 0  # padding is masked out: any id would do
+
+
 class OnnxEmbedder:
     """Mean-pooled, L2-normalised sentence embeddings from a BERT-style ONNX model."""
 
@@ -181,9 +194,8 @@ class OnnxEmbedder:
             options.enable_cpu_mem_arena = False
             session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
             self._inputs = {i.name for i in session.get_inputs()}
-            self._cls = tokenizer.token_to_id("[CLS]")
-            self._sep = tokenizer.token_to_id("[SEP]")
-            self._pad = tokenizer.token_to_id("[PAD]") or 0
+            # BERT-style ([CLS] ... [SEP]) or RoBERTa/MPNet-style (<s> ... </s>) special tokens
+            self._cls, self._sep, self._pad = _special_tokens(tokenizer, self.files.tokenizer)
             self._tokenizer, self._session = tokenizer, session
             self.dim = int(self._run([[self._cls, self._sep]]).shape[1])
         release_freed_memory()

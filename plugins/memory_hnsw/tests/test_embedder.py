@@ -36,3 +36,27 @@ def test_requantized_model_finds_what_the_shipped_file_finds(tmp_path):
     assert ((a * b).sum(axis=1) > 0.97).all()
     for query, expected in QUERIES.items():
         assert int(np.argmax(b @ ours.embed_query(query))) == expected == int(np.argmax(a @ shipped.embed_query(query)))
+
+
+def test_special_tokens_are_the_ones_the_tokenizer_frames_a_text_with(tmp_path):
+    """A model_dir export of an MPNet or RoBERTa model (all-mpnet-base-v2) frames a text as <s> ... </s>; its
+    vocabulary may also hold [CLS] and [SEP] as ordinary tokens, which must not be taken for them."""
+    import pytest
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    from persmem_core import UserError
+    from persmem_memory_hnsw.embedder import _special_tokens
+
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "[CLS]": 3, "[SEP]": 4, "[PAD]": 5, "a": 6, "[UNK]": 7}
+    mpnet = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    mpnet.pre_tokenizer = pre_tokenizers.Whitespace()
+    mpnet.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    assert _special_tokens(mpnet, tmp_path) == (0, 2, 1)
+    bert = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    bert.pre_tokenizer = pre_tokenizers.Whitespace()
+    bert.post_processor = processors.BertProcessing(("[SEP]", 4), ("[CLS]", 3))
+    assert _special_tokens(bert, tmp_path) == (3, 4, 5)
+    bare = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    bare.pre_tokenizer = pre_tokenizers.Whitespace()
+    with pytest.raises(UserError, match="does not frame a text"):
+        _special_tokens(bare, tmp_path)
