@@ -151,6 +151,7 @@ def import_(path: Path) -> None:
     """Import memories from a JSON Lines file written by `persmem memory export` (ids, authors, times, links,
     feedback and validity dates kept)."""
     from .collection import NewMemory
+    from .contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
 
     service = _open("import", _IMPORT_WHILE_RUNNING)
     try:
@@ -163,9 +164,12 @@ def import_(path: Path) -> None:
                 try:
                     rec = json.loads(line)
                     context, reply_to = rec.get("context") or "", rec.get("reply_to") or ""
-                    for key, value in (("context", context), ("reply_to", reply_to)):
+                    for key, value, limit in (("context", context, MAX_CONTEXT_CHARS),
+                                              ("reply_to", reply_to, MAX_QUESTION_CHARS)):
                         if not isinstance(value, str):
                             raise TypeError(f"{key} must be a string, not {type(value).__name__}")
+                        if len(value) > limit:
+                            raise ValueError(f"{key} is {len(value)} characters, at most {limit}")
                     lifecycle = _lifecycle_from(rec)
                     item = NewMemory(content=rec["content"], project=rec.get("project", "general"),
                                      type=rec.get("type", "session_note"), tags=list(rec.get("tags", [])),

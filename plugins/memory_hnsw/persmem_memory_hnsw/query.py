@@ -74,12 +74,18 @@ def parse_when(value: str | None, what: str, *, through_day: bool = False) -> fl
     return parsed.timestamp()
 
 
+EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc).timestamp()  # the oldest `created` accepted
+
+
 def parse_created(value: str | None, what: str) -> float | None:
     """When a memory was said or written, as a caller gives it (an ISO date or time; None or "": now). A time
     more than a day ahead is refused: a memory from the future would outrank every later one by recency."""
     when = parse_when(value, what)
     if when is not None and when > time.time() + 86400:
         raise UserError(f"{what} {shown(value)} is in the future; give when it was said or written, or leave it out "
+                        "for now.")
+    if when is not None and when < EARLIEST:
+        raise UserError(f"{what} {shown(value)} is before 1900; give when it was said or written, or leave it out "
                         "for now.")
     return when
 

@@ -4,8 +4,9 @@ from then when it was created from a day before the range to DAYS_AFTER days aft
 some days after what it tells ("last week I went..."). Nothing here filters: since/until do that.
 
 Only what is written out is read: a month and a year, a day with a month (and a year, else the latest such day
-before now), a year after "in", "during", "since" or "of", ISO dates, and a few relative phrases (today,
-yesterday, this/last week, month or year, N days/weeks/months ago, last Monday...). Times are UTC."""
+before now; "may" and "march" in lower case only with a year), a year after "in", "during", "throughout" or
+"since" (since: until now), ISO dates, and a few relative phrases (today, yesterday, this/last week, month or
+year, N days/weeks/months ago, last Monday...). Times are UTC."""
 
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\.? {_DAY},? {_YEAR}\b", re.I)
 _DAY_MONTH = re.compile(rf"\b{_DAY}(?: of)? {_MONTH}\b(?!\.?,? (?:19|20)\d\d)", re.I)
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\.? {_DAY}\b(?!,? (?:19|20)\d\d)(?!\d)", re.I)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH}\.?,? (?:of )?{_YEAR}\b", re.I)
-_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_YEAR_ALONE = re.compile(rf"\b(?:in|during|since|of|throughout) {_YEAR}\b", re.I)
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_YEAR_ALONE = re.compile(rf"\b(in|during|since|throughout) {_YEAR}\b", re.I)
 _RELATIVE = re.compile(r"\b(today|tonight|yesterday|(?:this|last|past|previous) (?:week|month|year)"
-                       r"|(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten) (day|week|month)s? ago"
+                       r"|(\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten) (day|week|month)s? ago"
                        rf"|last ({'|'.join(_WEEKDAYS)}))\b", re.I)
 
 
@@ -40,12 +41,18 @@ def _month(name: str) -> int:
     return [m[:3] for m in _MONTHS].index(name[:3].lower()) + 1
 
 
+def _a_month(name: str) -> bool:
+    """Is `name` meant as a month where no year follows: "may" and "march" are also words ("step 3 may fail",
+    "march 5 miles"), so written in lower case they count only next to a year."""
+    return not (name.islower() and name[:3] in ("may", "mar"))
+
+
 def _day(year: int, month: int, day: int) -> tuple[datetime, datetime] | None:
     try:
         start = datetime(year, month, day, tzinfo=timezone.utc)
     except ValueError:  # 31 February
         return None
-    return start, start + timedelta(days=1)
+    return start, start + timedelta(days=1)  # OverflowError on 9999-12-31: _read skips it
 
 
 def _month_range(year: int, month: int) -> tuple[datetime, datetime]:
@@ -94,28 +101,49 @@ def _relative(match: re.Match, today: datetime) -> tuple[datetime, datetime] | N
                                                                              tzinfo=timezone.utc)
 
 
+def _year(m: re.Match, today: datetime) -> tuple[datetime, datetime]:
+    year = int(m.group(2))
+    start = datetime(year, 1, 1, tzinfo=timezone.utc)
+    if m.group(1).lower() == "since":  # since 2022: from then until now
+        return start, max(today + timedelta(days=1), start + timedelta(days=366))
+    return start, datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+
+
 def named_ranges(query: str, now: float) -> list[tuple[float, float]]:
     """The time ranges `query` names, as (start, end) timestamps; [] when it names none. `now` places the
-    relative ones."""
+    relative ones. A phrase that names no real day (31 February, 9999 days ago) is skipped."""
     today = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    found: list[tuple[datetime, datetime] | None] = []
-    for m in _DAY_MONTH_YEAR.finditer(query):
-        found.append(_day(int(m.group(3)), _month(m.group(2)), int(m.group(1))))
-    for m in _MONTH_DAY_YEAR.finditer(query):
-        found.append(_day(int(m.group(3)), _month(m.group(1)), int(m.group(2))))
-    for m in _ISO_DAY.finditer(query):
-        found.append(_day(int(m.group(1)), int(m.group(2)), int(m.group(3))))
-    for m in _DAY_MONTH.finditer(query):
-        found.append(_latest_before(today, _month(m.group(2)), int(m.group(1))))
-    for m in _MONTH_DAY.finditer(query):
-        found.append(_latest_before(today, _month(m.group(1)), int(m.group(2))))
-    if not found:  # a month or a year only when no day is named ("on 3 May, 2023" is not also "May 2023")
-        found += [_month_range(int(m.group(2)), _month(m.group(1))) for m in _MONTH_YEAR.finditer(query)]
+    readers = [
+        (_DAY_MONTH_YEAR, lambda m: _day(int(m.group(3)), _month(m.group(2)), int(m.group(1)))),
+        (_MONTH_DAY_YEAR, lambda m: _day(int(m.group(3)), _month(m.group(1)), int(m.group(2)))),
+        (_ISO_DAY, lambda m: _day(int(m.group(1)), int(m.group(2)), int(m.group(3)))),
+        (_DAY_MONTH, lambda m: _latest_before(today, _month(m.group(2)), int(m.group(1)))
+         if _a_month(m.group(2)) else None),
+        (_MONTH_DAY, lambda m: _latest_before(today, _month(m.group(1)), int(m.group(2)))
+         if _a_month(m.group(1)) else None),
+    ]
+    # a month or a year only when no day is named ("on 3 May, 2023" is not also "May 2023")
+    wider = [(_MONTH_YEAR, lambda m: _month_range(int(m.group(2)), _month(m.group(1)))),
+             (_YEAR_ALONE, lambda m: _year(m, today))]
+    found = _read(query, readers)
+    for pattern, read in wider:
         if not found:
-            found += [(datetime(int(m.group(1)), 1, 1, tzinfo=timezone.utc),
-                       datetime(int(m.group(1)) + 1, 1, 1, tzinfo=timezone.utc)) for m in _YEAR_ALONE.finditer(query)]
-    found += [_relative(m, today) for m in _RELATIVE.finditer(query)]
-    return [(start.timestamp(), end.timestamp()) for start, end in filter(None, found)]
+            found = _read(query, [(pattern, read)])
+    found += _read(query, [(_RELATIVE, lambda m: _relative(m, today))])
+    return [(start.timestamp(), end.timestamp()) for start, end in found]
+
+
+def _read(query: str, readers) -> list[tuple[datetime, datetime]]:
+    found = []
+    for pattern, read in readers:
+        for m in pattern.finditer(query):
+            try:
+                span = read(m)
+            except (OverflowError, ValueError):  # year 0, or past year 9999
+                continue
+            if span is not None:
+                found.append(span)
+    return found
 
 
 def around(ranges: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -55,7 +55,11 @@ def day(ts: float) -> str:
     ("last friday", [("2026-11-20", "2026-11-21")]),
     ("what may I deploy", []),  # "may" the verb
     ("the build from 2023", []),  # a bare number is not a year to rank by
-    ("on 31 February, 2023", []),  # no such day
+    ("on 31 February, 2023", [("2023-02-01", "2023-03-01")]),  # no such day: its month
+    ("step 3 may fail", []), ("march 5 miles north", []),  # "may" and "march" in lower case need a year
+    ("deployed 2023-05-08T13:56 by kite", [("2023-05-08", "2023-05-09")]),
+    ("what changed since 2025", [("2025-01-01", "2026-11-27")]),
+    ("1000000 days ago", []), ("99999 months ago", []), ("on 9999-12-31", []), ("in 0000", []),  # no error
 ])
 def test_a_query_names_times(query, expected):
     assert [(day(a), day(b)) for a, b in named_ranges(query, NOW)] == expected
@@ -89,6 +93,8 @@ def test_created_is_checked(server):
     with pytest.raises(ToolCallError, match=r"chunks\[1\]\.created .* is in the future"):
         call(server, "memory_bulk_store", chunks=json.dumps([{"content": "x"},
                                                             {"content": "y", "created": "2999-01-01"}]))
+    with pytest.raises(ToolCallError, match=r"chunks\[0\]\.created .* is before 1900"):
+        call(server, "memory_bulk_store", chunks=json.dumps([{"content": "x", "created": "0001-01-01"}]))
     with pytest.raises(ToolCallError, match=r"chunks\[0\]\.created must be a string"):
         call(server, "memory_bulk_store", chunks=json.dumps([{"content": "x", "created": 1700000000}]))
 
