@@ -613,14 +613,19 @@ class Collection:
         with self.lock.gen_wlock():
             if self.closed:
                 raise UserError(f"collection {self.name!r} was closed")
-            puts, vecs_of = [], []
+            puts, vecs_of, relabelled = [], [], 0
             for embedded_from, vecs in embedded:
                 if embedded_from.id not in self.rows.unembedded:
                     continue
                 memory = self._entry(embedded_from.id).memory  # a lifecycle change may have logged it again since
-                if memory.content_hash != embedded_from.content_hash or len(vecs) != len(memory.labels):
+                if memory.content_hash != embedded_from.content_hash:
                     continue
                 blob = vecs.astype(np.float32).tobytes()
+                if len(vecs) != len(memory.labels):  # labels reserved by another version's chunking: new ones
+                    memory = msgspec.structs.replace(memory, labels=self.rows.new_labels(len(vecs)))
+                    self._commit([Put(memory=memory, vectors=blob)], [(memory, vecs)], sync=False)
+                    relabelled += 1
+                    continue
                 target = link.target if link is not None else None
                 if target is not None and target in self.memories and target not in self.rows.successor_of:
                     memory = msgspec.structs.replace(memory, supersedes=[target],
@@ -630,7 +635,7 @@ class Collection:
                 puts.append(Put(memory=memory, vectors=blob))
                 vecs_of.append(vecs)
             if not puts:
-                return 0
+                return relabelled
             spans = self._append(puts, sync=False)
             for put, span in zip(puts, spans, strict=True):
                 self.log.dead_bytes += self.rows.span_bytes(put.memory.id)
@@ -638,7 +643,7 @@ class Collection:
             self.vectors.add([label for put in puts for label in put.memory.labels], np.vstack(vecs_of))
             self.changes_since_save += len(puts)
             self._maintain()
-            return len(puts)
+            return len(puts) + relabelled
 
     def _mark_embedded(self, ticket: int) -> None:
         with self._embedded:

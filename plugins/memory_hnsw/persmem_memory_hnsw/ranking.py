@@ -43,12 +43,14 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
     lexical = _lexical(rows, query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
     scores = fuse(dense, lexical, config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
     now = lifecycle.now if lifecycle is not None else time.time()
-    ranges = around(named_ranges(query, now)) if config.date_weight else []
-    scores = weigh(scores, rows, config, ranges)
+    named = named_ranges(query, now) if config.date_weight else []
+    scores, then = weigh(scores, rows, config, around(named))
     yields_to: dict[int, int] = {}
     if lifecycle is not None and scores:
         scores = adjust(scores, rows, lifecycle, allowed=mask)
-        if not ranges:  # a query that names a time asks what was so then: the later statement does not win
+        # A query about a past time ("in May 2023", "yesterday") that memories match asks what was so then: the
+        # later statement does not win. "This week", or a time no memory is from ("in 2000 rows"), changes nothing.
+        if not (then and any(end <= now for _, end in named)):
             scores, yields_to = restated(scores, rows, vectors, lifecycle, top_k)
     best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
     return [Ranked(row, float(score), dense.get(row), lexical.get(row), yields_to.get(row)) for row, score in best
@@ -71,6 +73,11 @@ def _dense(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qvec: np.ndar
         counts = rows.label_count[picked]
         total = int(counts.sum())
         if total <= config.exact_search_below:
+            if rows.unembedded:  # their labels are reserved but hold no vector yet (found by keyword meanwhile)
+                waiting = [rows.row_of[i] for i in rows.unembedded if i in rows.row_of]
+                keep = ~np.isin(picked, np.asarray(waiting, dtype=picked.dtype))
+                picked, counts = picked[keep], counts[keep]
+                total = int(counts.sum())
             return _exact(rows, vectors, qvec, picked, counts, total, pool)
         label_row = rows.label_row[: rows.next_label]
         ok = np.zeros(len(label_row), dtype=np.uint8)
@@ -121,24 +128,25 @@ def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool:
 
 
 def weigh(scores: dict[int, float], rows: Rows, config: MemoryConfig,
-          ranges: list[tuple[float, float]]) -> dict[int, float]:
+          ranges: list[tuple[float, float]]) -> tuple[dict[int, float], bool]:
     """The fused `scores` with what the query and the rows say: a row whose text is a question times
     `question_weight` (the chunk after it, its likely answer, carries its words: contexts.py); a row created
-    within `ranges` (around the times the query names: query_dates.py) plus `date_weight`."""
+    within `ranges` (around the times the query names: query_dates.py) plus `date_weight`. Also: whether any
+    row was within them."""
     if not scores:
-        return scores
+        return scores, False
     picked = np.fromiter(scores, dtype=np.int64, count=len(scores))
     values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
     if config.question_weight != 1.0:
         values[rows.question[picked]] *= config.question_weight
+    inside = np.zeros(len(picked), dtype=bool)
     if ranges:
         created = rows.created[picked]
-        inside = np.zeros(len(picked), dtype=bool)
         for start, end in ranges:
             inside |= (created >= start) & (created < end)
         values[inside] += config.date_weight
         values /= 1.0 + config.date_weight  # scores stay within 0-1
-    return dict(zip(picked.tolist(), values.tolist(), strict=True))
+    return dict(zip(picked.tolist(), values.tolist(), strict=True)), bool(inside.any())
 
 
 def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float) -> dict[int, float]:

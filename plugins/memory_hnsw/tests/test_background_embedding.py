@@ -201,3 +201,44 @@ def test_the_count_of_memories_waiting_can_be_one_authors_own(tmp_path, embedder
     assert (col.unembedded_count(), col.unembedded_count("kite"), col.unembedded_count("wren")) == (4, 3, 1)
     assert col.unembedded_count("owl") == 0
     col.close()
+
+
+def test_a_store_queued_under_another_chunking_is_embedded_with_new_labels(tmp_path, embedder, monkeypatch):
+    """A long memory logged (labels reserved) by a version that cut texts into 256-token windows and embedded
+    after an upgrade to 128-token passages gets as many labels as it now has vectors, instead of being skipped
+    for good (never found by meaning)."""
+    import persmem_memory_hnsw.embedder as chunking
+
+    long_text = " ".join(f"Paragraph {i} of the runbook: rotate the keys of cluster {i} and check the logs."
+                         for i in range(40)) + " The last step: page the on-call engineer named Ferdinand."
+    monkeypatch.setattr(chunking, "PASSAGE", 256)
+    monkeypatch.setattr(chunking, "STRIDE", 192)
+    embedding = BackgroundEmbedder()  # not started: the store is only logged, its labels reserved
+    col = Collection("memories", tmp_path / "c", embedder, MemoryConfig(search_waits_ms=0), embedding=embedding).open()
+    reserved = col.store([note(long_text, "runbook")], author="kite")[0]["chunks"]
+    monkeypatch.setattr(chunking, "PASSAGE", 128)
+    monkeypatch.setattr(chunking, "STRIDE", 96)
+    assert len(embedder.embed_chunks([long_text])[0]) > reserved
+    embedding.start()
+    assert col.wait_embedded(timeout=30)
+    assert not col.rows.unembedded
+    head = col.rows.heads["runbook"]
+    assert head.n_labels == len(embedder.embed_chunks([long_text])[0]) and col.vectors.live == head.n_labels
+    assert dense_ids(col, "who gets paged at the end of the runbook") == ["runbook"]
+    col.close()
+    reopened = Collection("memories", tmp_path / "c", embedder, MemoryConfig()).open()  # replays the same way
+    assert not reopened.rows.unembedded and reopened.rows.heads["runbook"].n_labels == head.n_labels
+    reopened.close()
+    embedding.stop()
+
+
+def test_a_filtered_search_before_the_embedding_finds_by_keyword_and_does_not_fail(tmp_path, embedder):
+    embedding = BackgroundEmbedder()  # not started
+    col = Collection("memories", tmp_path / "c", embedder, MemoryConfig(search_waits_ms=0), embedding=embedding).open()
+    col.store([note("The staging database listens on port 6543 behind pgbouncer.", "m1", project="ops")],
+              author="kite")
+    only_ops = Filters(project="ops")
+    assert col.search("which port does the staging db use", top_k=5, filters=only_ops, mode="dense") == []
+    hybrid = col.search("pgbouncer port", top_k=5, filters=only_ops)
+    assert [hit.memory.id for hit in hybrid] == ["m1"]
+    col.close()
