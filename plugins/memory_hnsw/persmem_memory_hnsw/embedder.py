@@ -140,9 +140,14 @@ def _special_tokens(tokenizer, path: Path) -> tuple[int, int, int]:
     BERT names as ordinary tokens)."""
     plain = tokenizer.encode("a", add_special_tokens=False).ids
     framed = tokenizer.encode("a", add_special_tokens=True).ids
-    if len(framed) != len(plain) + 2 or framed[1:-1] != plain:
-        raise UserError(f"{path}: the tokenizer does not frame a text as [CLS] ... [SEP] or <s> ... </s>; persmem "
-                        "embeds with BERT- or RoBERTa-style models (input_ids, attention_mask, last_hidden_state).")
+    if len(framed) != len(plain) + 2 or framed[1:-1] != plain:  # no post-processor: by the tokens' names
+        for start, end in (("[CLS]", "[SEP]"), ("<s>", "</s>")):
+            if tokenizer.token_to_id(start) is not None and tokenizer.token_to_id(end) is not None:
+                framed = [tokenizer.token_to_id(start), tokenizer.token_to_id(end)]
+                break
+        else:
+            raise UserError(f"{path}: the tokenizer has neither [CLS] ... [SEP] nor <s> ... </s>; persmem embeds with "
+                            "BERT- or RoBERTa-style models (input_ids, attention_mask, last_hidden_state).")
     pad = tokenizer.token_to_id("[PAD]" if tokenizer.id_to_token(framed[0]) == "[CLS]" else "<pad>")
     return framed[0], framed[-1], pad or 0  # padding is masked out: any id would do
 

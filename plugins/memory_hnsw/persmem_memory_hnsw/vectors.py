@@ -139,7 +139,9 @@ class VectorIndex:
             try:
                 labels, distances = self.index.knn_query(query, k=k, filter=allowed)
                 return labels[0], 1.0 - distances[0]
-            except RuntimeError:  # fewer than k reachable (under the filter, or past chunks marked deleted)
+            except RuntimeError as exc:  # fewer than k reachable (under the filter, or past chunks marked deleted)
+                if "contiguous" not in str(exc):
+                    raise
                 if k == 1:
                     return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float32)
                 k = max(1, k // 4)

@@ -56,7 +56,9 @@ def test_special_tokens_are_the_ones_the_tokenizer_frames_a_text_with(tmp_path):
     bert.pre_tokenizer = pre_tokenizers.Whitespace()
     bert.post_processor = processors.BertProcessing(("[SEP]", 4), ("[CLS]", 3))
     assert _special_tokens(bert, tmp_path) == (3, 4, 5)
-    bare = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    bare = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))  # no post-processor: by the tokens' names
     bare.pre_tokenizer = pre_tokenizers.Whitespace()
-    with pytest.raises(UserError, match="does not frame a text"):
-        _special_tokens(bare, tmp_path)
+    assert _special_tokens(bare, tmp_path) == (3, 4, 5)
+    other = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    with pytest.raises(UserError, match="neither"):
+        _special_tokens(other, tmp_path)
