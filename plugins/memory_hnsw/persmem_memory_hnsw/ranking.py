@@ -8,7 +8,9 @@ memories."""
 
 from __future__ import annotations
 
+import heapq
 import time
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -19,6 +21,11 @@ from .query import Filters
 from .query_dates import around, named_ranges
 from .rows import Rows
 from .vectors import VectorIndex
+
+
+# The best fused candidates the lifecycle's factors weigh (they move a score by a bounded factor, so a result
+# further down never reaches the top_k): as many as the 60 + 60 candidates of before search_candidates was 200.
+LIFECYCLE_POOL = 120
 
 
 class Ranked(NamedTuple):
@@ -47,6 +54,8 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
     scores, then = weigh(scores, rows, config, around(named))
     yields_to: dict[int, int] = {}
     if lifecycle is not None and scores:
+        if len(scores) > max(LIFECYCLE_POOL, 8 * top_k):  # the many candidates set the fusion's scale only
+            scores = dict(heapq.nlargest(max(LIFECYCLE_POOL, 8 * top_k), scores.items(), key=itemgetter(1)))
         scores = adjust(scores, rows, lifecycle, allowed=mask)
         # A query about a past time ("in May 2023", "yesterday") that memories match asks what was so then: the
         # later statement does not win. "This week", or a time no memory is from ("in 2000 rows"), changes nothing.
@@ -84,16 +93,21 @@ def _dense(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qvec: np.ndar
         live = label_row >= 0
         ok[live] = mask[label_row[live]]
         ok = ok.tobytes()
-        labels, sims = vectors.search(qvec, pool * 2, allowed=lambda label: ok[label] == 1)
+        labels, sims = vectors.search(qvec, pool, allowed=lambda label: ok[label] == 1)
     else:
-        labels, sims = vectors.search(qvec, pool * 2)
-    best: dict[int, float] = {}
-    label_row = rows.label_row
-    for label, sim in zip(labels.tolist(), sims.tolist(), strict=True):
-        row = int(label_row[label]) if label < len(label_row) else -1
-        if row >= 0 and sim > best.get(row, -2.0):
-            best[row] = sim
-    return dict(sorted(best.items(), key=lambda kv: kv[1], reverse=True)[:pool])
+        labels, sims = vectors.search(qvec, pool)
+    # `pool` chunks, best first; a row with several among them keeps its best (the first)
+    labels = labels.astype(np.int64)
+    inside = labels < len(rows.label_row)
+    labels, sims = labels[inside], sims[inside]
+    found = rows.label_row[labels]
+    order = np.argsort(-sims, kind="stable")
+    found, sims = found[order], sims[order]
+    keep = found >= 0
+    found, sims = found[keep], sims[keep]
+    _, first = np.unique(found, return_index=True)
+    first.sort()
+    return dict(zip(found[first].tolist(), sims[first].tolist(), strict=True))
 
 
 def _exact(rows: Rows, vectors: VectorIndex, qvec: np.ndarray, picked: np.ndarray, counts: np.ndarray, total: int,
