@@ -111,7 +111,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def main(quick: bool = False) -> dict:
+def main(quick: bool = False, model_dir: str = "", variants: list | None = None) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from persmem_core.testing import start_server, write_config
 
@@ -124,11 +124,11 @@ def main(quick: bool = False) -> dict:
     # weight: the benchmark's own earlier questions would otherwise lift what they found (the score would then
     # depend on the order of the questions).
     write_config(home, {"memory": {"search_min_relative_score": 0.0, "search_reply_chars": 1_000_000,
-                                   "retrieval_weight": 0.0}})
+                                   "retrieval_weight": 0.0, "model_dir": model_dir}})
     server = start_server(home, agents=("bench",))
     start = time.perf_counter()
     try:
-        results = anyio.run(run, server, convs, VARIANTS)
+        results = anyio.run(run, server, convs, variants or VARIANTS)
     finally:
         server.stop()
     n_q = sum(len(c["qa"]) for c in convs)
@@ -159,5 +159,8 @@ def main(quick: bool = False) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    main(parser.parse_args().quick)
+    parser.add_argument("--quick", action="store_true", help="the first conversation only")
+    parser.add_argument("--model-dir", default="", help="an ONNX export folder to embed with ([memory] model_dir)")
+    parser.add_argument("--main", action="store_true", help="only the first two rows (dates and context on)")
+    args = parser.parse_args()
+    main(args.quick, args.model_dir, VARIANTS[:2] if args.main else None)
