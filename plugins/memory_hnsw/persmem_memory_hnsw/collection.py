@@ -510,7 +510,8 @@ class Collection:
                 memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
                                 tags=item.tags, author=owner, editor=item.editor or owner,
                                 collection=self.name, created=created, updated=created, content_hash=digest,
-                                context=item.context, reply_to=item.reply_to, labels=labels, supersedes=list(explicit), link_history=links,
+                                context=item.context, reply_to=item.reply_to, labels=labels,
+                                supersedes=list(explicit), link_history=links,
                                 consolidates=list(item.consolidates), valid_until=item.valid_until,
                                 review_after=item.review_after)
                 batch_hashes[(item.project, owner, digest)] = memory_id

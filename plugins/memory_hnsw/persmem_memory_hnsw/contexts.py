@@ -28,6 +28,12 @@ def questions_before(texts: list[str]) -> list[str]:
     return ["" if i == 0 or not is_question(texts[i - 1]) else texts[i - 1] for i in range(len(texts))]
 
 
+def conversation_contexts(texts: list[str], chars: int) -> list[tuple[str, str]]:
+    """For each of `texts` (consecutive chunks of one conversation or document): (its context, up to `chars`
+    characters of its neighbours each side; its `reply_to`, the question just before it)."""
+    return list(zip(neighbour_contexts(texts, chars), questions_before(texts), strict=True))
+
+
 def neighbour_contexts(texts: list[str], chars: int) -> list[str]:
     """For each of `texts` (consecutive chunks of one conversation or document), up to `chars` characters of
     the chunks before it and up to `chars` after it, cut at word boundaries: what BM25 indexes with it."""

@@ -121,8 +121,8 @@ def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: L
     """The later statement wins, at query time: among the best top_k * RESTATED_WINDOW of `scores` (after
     `adjust`), an older result ranks just below a later one (created strictly later: one store call's memories
     share a time unless its chunks carry their own `created`, as an imported conversation's turns do) of the same
-    project and author, with cosine >=
-    restated_min_similarity and a score >= restated_min_score_ratio times the older one's. Neither may be in a
+    project and author, with cosine >= restated_min_similarity and a score >= restated_min_score_ratio times the
+    older one's. Neither may be in a
     private collection, procedural, consolidated or already superseded (a stored link ranks those). Returns
     (`scores` with those older rows lowered, older row -> the later row it now ranks below: the most similar
     one, if several). Only a row the rule moved is returned as yielding (its mark explains the move).

@@ -47,12 +47,10 @@ def _a_month(name: str) -> bool:
     return not (name.islower() and name[:3] in ("may", "mar"))
 
 
-def _day(year: int, month: int, day: int) -> tuple[datetime, datetime] | None:
-    try:
-        start = datetime(year, month, day, tzinfo=timezone.utc)
-    except ValueError:  # 31 February
-        return None
-    return start, start + timedelta(days=1)  # OverflowError on 9999-12-31: _read skips it
+def _day(year: int, month: int, day: int) -> tuple[datetime, datetime]:
+    """The day; ValueError for 31 February, OverflowError for 9999-12-31 (_read skips both)."""
+    start = datetime(year, month, day, tzinfo=timezone.utc)
+    return start, start + timedelta(days=1)
 
 
 def _month_range(year: int, month: int) -> tuple[datetime, datetime]:
@@ -65,15 +63,13 @@ def _months_back(today: datetime, n: int) -> tuple[datetime, datetime]:
     return _month_range(index // 12, index % 12 + 1)
 
 
-def _latest_before(today: datetime, month: int, day: int) -> tuple[datetime, datetime] | None:
+def _latest_before(today: datetime, month: int, day: int) -> tuple[datetime, datetime]:
     """The day `month`/`day` of this year, or of last year if that is still to come."""
     found = _day(today.year, month, day)
-    if found is not None and found[0] > today:
-        found = _day(today.year - 1, month, day)
-    return found
+    return _day(today.year - 1, month, day) if found[0] > today else found
 
 
-def _relative(match: re.Match, today: datetime) -> tuple[datetime, datetime] | None:
+def _relative(match: re.Match, today: datetime) -> tuple[datetime, datetime]:
     phrase = match.group(1).lower()
     day = timedelta(days=1)
     if phrase in ("today", "tonight"):
@@ -139,7 +135,7 @@ def _read(query: str, readers) -> list[tuple[datetime, datetime]]:
         for m in pattern.finditer(query):
             try:
                 span = read(m)
-            except (OverflowError, ValueError):  # year 0, or past year 9999
+            except (OverflowError, ValueError):  # 31 February, year 0, or past year 9999
                 continue
             if span is not None:
                 found.append(span)

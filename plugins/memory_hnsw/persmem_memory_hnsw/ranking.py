@@ -54,8 +54,9 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
     scores, then = weigh(scores, rows, config, around(named))
     yields_to: dict[int, int] = {}
     if lifecycle is not None and scores:
-        if len(scores) > max(LIFECYCLE_POOL, 8 * top_k):  # the many candidates set the fusion's scale only
-            scores = dict(heapq.nlargest(max(LIFECYCLE_POOL, 8 * top_k), scores.items(), key=itemgetter(1)))
+        weighed = max(LIFECYCLE_POOL, 8 * top_k)
+        if len(scores) > weighed:  # the many candidates set the fusion's scale only
+            scores = dict(heapq.nlargest(weighed, scores.items(), key=itemgetter(1)))
         scores = adjust(scores, rows, lifecycle, allowed=mask)
         # A query about a past time ("in May 2023", "yesterday") that memories match asks what was so then: the
         # later statement does not win. "This week", or a time no memory is from ("in 2000 rows"), changes nothing.

@@ -23,7 +23,7 @@ from persmem_core import UserError
 from persmem_core.text import valid_text
 
 from .collection import Hit, NewMemory, WriteFailed
-from .contexts import MAX_CONTEXT_CHARS, neighbour_contexts, questions_before
+from .contexts import MAX_CONTEXT_CHARS, conversation_contexts
 from .permissions import BOOTSTRAP_TYPES, own_filters, pinned_for, visible_to
 from .query import Filters
 from .records import Memory, iso, parse_iso
@@ -132,9 +132,8 @@ def _new_memories(config, agent: str, turns: list[dict]) -> list[NewMemory]:
     by_session = itertools.groupby(items, key=lambda pair: (pair[0]["client"], pair[0]["session_id"]))
     for _, run in by_session:
         run = list(run)
-        texts = [item.content for _, item in run]
-        for (turn, item), context, question in zip(run, neighbour_contexts(texts, TURN_CONTEXT_CHARS),
-                                                   questions_before(texts), strict=True):
+        for (turn, item), (context, question) in zip(run, conversation_contexts([item.content for _, item in run],
+                                                                               TURN_CONTEXT_CHARS), strict=True):
             cwd = valid_text(_one_line(turn.get("cwd", "")))[:CWD_CONTEXT_CHARS]
             item.context = f"{cwd}\n{context}"[:MAX_CONTEXT_CHARS]
             item.reply_to = question

@@ -13,7 +13,7 @@ import time
 from persmem_core import CallContext, UserError
 
 from .collection import NewMemory
-from .contexts import CONTEXT_CHARS_PER_SIDE, neighbour_contexts, questions_before
+from .contexts import CONTEXT_CHARS_PER_SIDE, conversation_contexts
 from .lifecycle import expired, review_due
 from .permissions import (BOOTSTRAP_TYPES, check_bootstrap_owner, check_visible, editors_in, is_private, own_filters,
                           pinned_for, visible_to)
@@ -218,9 +218,8 @@ def memory_bulk_store(
     if context_chars:
         for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
             run = list(run)
-            texts = [x.content for x in run]
-            for item, context, question in zip(run, neighbour_contexts(texts, context_chars), questions_before(texts),
-                                               strict=True):
+            for item, (context, question) in zip(run, conversation_contexts([x.content for x in run], context_chars),
+                                                 strict=True):
                 item.context, item.reply_to = context, question
     results = _service(call).collection(collection).store(items, author=call.agent, dedup=dedup)
     return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
