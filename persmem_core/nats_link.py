@@ -15,13 +15,17 @@ import concurrent.futures
 import logging
 import socket
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from persmem_core.errors import UserError
 from persmem_core.settings import ClusterConfig
 
 log = logging.getLogger("persmem.cluster")
+
+# JetStream's "no suitable peers for placement": the meta leader places a replicated stream only on servers whose
+# statistics it has heard, so a cluster that has just started (or has a server down) refuses for a few seconds.
+NO_SUITABLE_PEERS = 10005
 
 
 class ClusterUnavailable(UserError):
@@ -106,6 +110,28 @@ class NatsLink:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise TimeoutError(f"the NATS cluster did not answer within {timeout:g} s") from None
+
+    async def placed(self, make: Callable[[], Awaitable], what: str, replicas: int):
+        """Await `make()`, a coroutine that creates a replicated stream or bucket, asking again while the cluster
+        has too few servers online to place `replicas` copies, for up to [cluster] connect_timeout_seconds (nodes
+        started together with persmem are still introducing themselves). Then ClusterUnavailable naming `what`
+        and the fix. Other errors are raised at once."""
+        from nats.js.errors import APIError
+
+        deadline = self._loop.time() + self.config.connect_timeout_seconds
+        while True:
+            try:
+                return await make()
+            except APIError as exc:
+                if exc.err_code != NO_SUITABLE_PEERS:
+                    raise
+                if self._loop.time() >= deadline:
+                    raise ClusterUnavailable(
+                        f"the NATS cluster {', '.join(self.config.servers)} could not place {what} with {replicas} "
+                        f"replica(s) within {self.config.connect_timeout_seconds:g} s: fewer JetStream servers are "
+                        f"online ({exc.description}). Start the missing servers (`persmem cluster status` lists "
+                        "them) or lower [cluster] replicas.") from None
+                await asyncio.sleep(0.25)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -223,3 +223,24 @@ def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster_and_
         assert [m["id"] for m in call(node, "amq_check", "kite")["messages"]] == [ids[6]]
     finally:
         nodes.stop()
+
+
+
+def test_more_replicas_than_nats_servers_fails_startup_after_asking_again_with_the_fix(tmp_path, nats_cluster):
+    """JetStream refuses to place a stream on fewer servers than its replicas ("no suitable peers"): a cluster
+    started together with persmem says so for a few seconds, so startup asks again for connect_timeout_seconds
+    (the flake this fixes: a first node refused at once), then fails naming what to start or lower."""
+    from persmem_core.testing import ClusterNodes
+
+    nodes = ClusterNodes(tmp_path / "nodes", nats_cluster.urls, AGENTS, env=NO_MEMORY,
+                         config={"cluster": {"replicas": 5, "connect_timeout_seconds": 3}})
+    began = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError) as failed:
+            nodes.start()
+    finally:
+        nodes.stop()
+    assert time.monotonic() - began >= 3  # asked again until connect_timeout_seconds, not refused at once
+    text = str(failed.value)
+    assert "could not place the mail stream PERSMEM_AMQ with 5 replica(s) within 3 s" in text, text
+    assert "Start the missing servers" in text and "lower [cluster] replicas" in text

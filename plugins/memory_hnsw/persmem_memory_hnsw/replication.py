@@ -102,21 +102,25 @@ class Replication:
             try:
                 info = await js.stream_info(STREAM)
             except NotFoundError:
-                info = await js.add_stream(StreamConfig(
+                info = await self.link.placed(lambda: js.add_stream(StreamConfig(
                     name=STREAM, subjects=[SUBJECT_PREFIX + ">"], storage=StorageType.FILE,
                     num_replicas=self.replicas, max_msg_size=MAX_MESSAGE, duplicate_window=120.0, allow_direct=True,
-                    description="persmem: every collection's memory log entries (docs/scale-out.md)"))
+                    description="persmem: every collection's memory log entries (docs/scale-out.md)")),
+                    f"the memory stream {STREAM}", self.replicas)
             try:
                 await js.object_store(SNAPSHOTS)
             except NotFoundError:
                 from nats.js.api import ObjectStoreConfig
 
-                await js.create_object_store(SNAPSHOTS, config=ObjectStoreConfig(
+                await self.link.placed(lambda: js.create_object_store(SNAPSHOTS, config=ObjectStoreConfig(
                     bucket=SNAPSHOTS, replicas=self.replicas, storage=StorageType.FILE,
-                    description="persmem: the newest snapshot of each memory collection"))
+                    description="persmem: the newest snapshot of each memory collection")),
+                    f"the snapshot bucket {SNAPSHOTS}", self.replicas)
             return info
 
-        info = self._run(_ensure, "create the memory stream")
+        # Placing waits up to connect_timeout_seconds for a cluster that is still forming.
+        info = self._run(_ensure, "create the memory stream",
+                         timeout=self.link.config.connect_timeout_seconds + self.timeout)
         if info.config.num_replicas != self.replicas:
             log.warning("memory stream %s has %d replicas, [cluster] replicas says %d (the stream is left as it is)",
                         STREAM, info.config.num_replicas, self.replicas)
