@@ -172,23 +172,32 @@ class BM25Index:
             self.n_alive -= 1
             self.total_len -= self._doc_len[row]
 
-    def scores(self, query: str, n_rows: int) -> np.ndarray | None:
-        """BM25 score per row (0 for rows without query terms); None if no query term is indexed."""
+    def scores(self, query: str, n_rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(rows, BM25 scores) of the live rows below `n_rows` that hold a query term, in no order; None if no
+        query term is indexed. Only the postings are touched, never an array of every row: a search at 100,000
+        memories scores the few thousand that share its words."""
         ids = {self._term_id[t] for t in self.analyzer.terms(query) if t in self._term_id}
         if not ids or self.n_alive == 0:
             return None
-        doc_len = np.frombuffer(self._doc_len, dtype=np.float32)[:n_rows]
+        doc_len = np.frombuffer(self._doc_len, dtype=np.float32)
         avgdl = max(self.total_len / self.n_alive, 1.0)
-        norm = K1 * (1.0 - B + B * doc_len / avgdl)
-        scores = np.zeros(n_rows, dtype=np.float32)
-        alive = np.frombuffer(self._alive, dtype=np.uint8)
+        alive = np.frombuffer(self._alive, dtype=np.uint8).view(bool)
+        found, parts = [], []
         for tid in ids:
             rows, tfs = self._postings(tid)
-            df = int(np.count_nonzero(alive[rows]))  # postings of deleted (or replaced) rows stay until a reload
+            live = alive[rows]  # postings of deleted (or replaced) rows stay until a reload
+            df = int(np.count_nonzero(live))
             if df == 0:
                 continue
             idf = math.log(1.0 + (self.n_alive - df + 0.5) / (df + 0.5))
-            contrib = idf * tfs * (K1 + 1.0) / (tfs + norm[rows])
-            scores += np.bincount(rows, weights=contrib, minlength=n_rows)[:n_rows].astype(np.float32)
-        scores *= alive[:n_rows]
-        return scores
+            keep = live & (rows < n_rows)
+            rows, tfs = rows[keep], tfs[keep]
+            norm = K1 * (1.0 - B + B * doc_len[rows] / avgdl)
+            found.append(rows)
+            parts.append(idf * tfs * (K1 + 1.0) / (tfs + norm))
+        if not found:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
+        if len(found) == 1:
+            return found[0], parts[0].astype(np.float32)
+        rows, at = np.unique(np.concatenate(found), return_inverse=True)
+        return rows, np.bincount(at, weights=np.concatenate(parts)).astype(np.float32)

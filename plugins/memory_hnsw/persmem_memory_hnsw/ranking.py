@@ -130,16 +130,18 @@ def _exact(rows: Rows, vectors: VectorIndex, qvec: np.ndarray, picked: np.ndarra
 
 
 def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool: int) -> dict[int, float]:
-    scores = rows.lexical.scores(query, n_rows)
-    if scores is None:
+    found = rows.lexical.scores(query, n_rows)
+    if found is None:
         return {}
+    picked, scores = found
     if mask is not None:
-        scores = scores * mask
-    n = min(pool, int(np.count_nonzero(scores)))
+        keep = mask[picked].astype(bool)
+        picked, scores = picked[keep], scores[keep]
+    n = min(pool, len(picked))
     if n == 0:
         return {}
     top = np.argpartition(-scores, n - 1)[:n]
-    return {int(row): float(scores[row]) for row in top}
+    return dict(zip(picked[top].tolist(), scores[top].tolist(), strict=True))
 
 
 def weigh(scores: dict[int, float], rows: Rows, config: MemoryConfig,
