@@ -143,9 +143,10 @@ class NatsCluster:
         return "servers = [" + ", ".join(json.dumps(url) for url in self.urls) + "]"
 
     # -- lifecycle ----------------------------------------------------------------------------------------
-    def start(self, timeout: float = START_TIMEOUT) -> NatsCluster:
+    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> NatsCluster:
         """Write the configs, start every node and wait until the cluster is healthy (UserError with the
-        nodes' log tails when it is not within `timeout` seconds; the nodes are stopped then)."""
+        nodes' log tails when it is not within `timeout` seconds; the nodes are stopped then). `wait=False`
+        returns once the processes are started, as a machine booting them beside persmem does."""
         self._binary = binary()
         self.root.mkdir(parents=True, exist_ok=True)
         routes = [f"nats-route://{n.host}:{n.cluster_port}" for n in self.nodes] if self.size > 1 else []
@@ -158,7 +159,8 @@ class NatsCluster:
         try:
             for node in self.nodes:
                 self._spawn(node)
-            self.wait_healthy(timeout)
+            if wait:
+                self.wait_healthy(timeout)
         except BaseException:
             self.stop()
             raise

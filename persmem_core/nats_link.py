@@ -112,26 +112,33 @@ class NatsLink:
             raise TimeoutError(f"the NATS cluster did not answer within {timeout:g} s") from None
 
     async def placed(self, make: Callable[[], Awaitable], what: str, replicas: int):
-        """Await `make()`, a coroutine that creates a replicated stream or bucket, asking again while the cluster
-        has too few servers online to place `replicas` copies, for up to [cluster] connect_timeout_seconds (nodes
-        started together with persmem are still introducing themselves). Then ClusterUnavailable naming `what`
-        and the fix. Other errors are raised at once."""
-        from nats.js.errors import APIError
+        """Await `make()`, a coroutine that finds or creates a replicated stream or bucket, asking again while the
+        cluster is not ready for it, for up to [cluster] connect_timeout_seconds: JetStream still electing its
+        leaders ("temporarily unavailable", no answer), or too few servers online to place `replicas` copies ("no
+        suitable peers": servers started together with persmem are still introducing themselves). Then
+        ClusterUnavailable naming `what`, the problem and the fix. Other errors are raised at once."""
+        from nats.errors import NoRespondersError
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.errors import APIError, ServiceUnavailableError
 
         deadline = self._loop.time() + self.config.connect_timeout_seconds
         while True:
             try:
                 return await make()
+            except (ServiceUnavailableError, NatsTimeout, NoRespondersError) as exc:
+                problem = f"JetStream did not answer ({type(exc).__name__})"
+                fix = ("Check that every NATS server runs with JetStream enabled and that they reach each other "
+                       "(`persmem cluster status`).")
             except APIError as exc:
                 if exc.err_code != NO_SUITABLE_PEERS:
                     raise
-                if self._loop.time() >= deadline:
-                    raise ClusterUnavailable(
-                        f"the NATS cluster {', '.join(self.config.servers)} could not place {what} with {replicas} "
-                        f"replica(s) within {self.config.connect_timeout_seconds:g} s: fewer JetStream servers are "
-                        f"online ({exc.description}). Start the missing servers (`persmem cluster status` lists "
-                        "them) or lower [cluster] replicas.") from None
-                await asyncio.sleep(0.25)
+                problem = f"fewer JetStream servers are online than its {replicas} replica(s) ({exc.description})"
+                fix = "Start the missing servers (`persmem cluster status` lists them) or lower [cluster] replicas."
+            if self._loop.time() >= deadline:
+                raise ClusterUnavailable(
+                    f"the NATS cluster {', '.join(self.config.servers)} could not place {what} within "
+                    f"{self.config.connect_timeout_seconds:g} s: {problem}. {fix}") from None
+            await asyncio.sleep(0.25)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -152,8 +152,11 @@ class JetStreamMail:
     # -- what runs on the link's loop ------------------------------------------------------------------
     async def _start(self) -> None:
         js = self.link.js
-        info = await ensure_stream(self.link, self.replicas)
-        self._kv = await ensure_claims(self.link, self.replicas)
+        # A cluster started together with this server may not be ready for a while: placed() asks again.
+        info = await self.link.placed(lambda: ensure_stream(js, self.replicas), f"the mail stream {STREAM}",
+                                      self.replicas)
+        self._kv = await self.link.placed(lambda: ensure_claims(js, self.replicas), f"the claims bucket {CLAIMS}",
+                                          self.replicas)
         target = info.state.last_seq
         caught_up = asyncio.Event()
         if target == 0 or info.state.messages == 0:  # nothing to read (a purged stream keeps its last sequence)
@@ -308,16 +311,14 @@ def _left(deadline: float) -> float:
     return max(0.2, min(ATTEMPT_SECONDS, deadline - time.monotonic()))
 
 
-async def ensure_stream(link: NatsLink, replicas: int):
+async def ensure_stream(js, replicas: int):
     """The mail stream's info, the stream made first if it is missing (nodes racing to make it make one)."""
-    js = link.js
     try:
         info = await js.stream_info(STREAM)
     except nats.js.errors.NotFoundError:
-        info = await link.placed(lambda: js.add_stream(api.StreamConfig(
+        info = await js.add_stream(api.StreamConfig(
             name=STREAM, description="persmem mail (AMQ): one message per delivery", subjects=[SUBJECTS],
-            storage=api.StorageType.FILE, num_replicas=replicas, duplicate_window=DUPLICATE_WINDOW,
-            allow_direct=True)), f"the mail stream {STREAM}", replicas)
+            storage=api.StorageType.FILE, num_replicas=replicas, duplicate_window=DUPLICATE_WINDOW, allow_direct=True))
         log.info("amq: made the JetStream stream %s (replicas %d)", STREAM, replicas)
     if info.config.num_replicas != replicas:
         log.warning("amq: stream %s keeps %d replicas, [cluster] replicas says %d (nats stream edit %s --replicas)",
@@ -325,15 +326,14 @@ async def ensure_stream(link: NatsLink, replicas: int):
     return info
 
 
-async def ensure_claims(link: NatsLink, replicas: int):
+async def ensure_claims(js, replicas: int):
     """The claims bucket, made first if it is missing."""
-    js = link.js
     try:
         return await js.key_value(CLAIMS)
     except nats.js.errors.BucketNotFoundError:
-        return await link.placed(lambda: js.create_key_value(api.KeyValueConfig(
+        return await js.create_key_value(api.KeyValueConfig(
             bucket=CLAIMS, description="persmem mail claims: who read each message first", history=1,
-            storage=api.StorageType.FILE, replicas=replicas)), f"the claims bucket {CLAIMS}", replicas)
+            storage=api.StorageType.FILE, replicas=replicas))
 
 
 def check_stream(link: NatsLink, replicas: int) -> tuple[list[str], str]:

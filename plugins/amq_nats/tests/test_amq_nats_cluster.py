@@ -242,5 +242,23 @@ def test_more_replicas_than_nats_servers_fails_startup_after_asking_again_with_t
         nodes.stop()
     assert time.monotonic() - began >= 3  # asked again until connect_timeout_seconds, not refused at once
     text = str(failed.value)
-    assert "could not place the mail stream PERSMEM_AMQ with 5 replica(s) within 3 s" in text, text
+    assert "could not place the mail stream PERSMEM_AMQ within 3 s: fewer JetStream servers are online than its 5 " \
+           "replica(s)" in text, text
     assert "Start the missing servers" in text and "lower [cluster] replicas" in text
+
+
+def test_a_node_started_together_with_the_nats_servers_waits_for_jetstream_and_delivers(tmp_path):
+    """Servers booted at the same time as persmem (no waiting for the cluster to form): persmem connects once
+    they listen, asks again while JetStream elects its leaders and learns its servers, then works."""
+    from persmem_core.local_cluster import NatsCluster
+
+    cluster = NatsCluster(tmp_path / "nats", size=3).start(wait=False)
+    nodes = mail_nodes(tmp_path / "nodes", cluster.urls)
+    try:
+        node = nodes.start()
+        sent = call(node, "amq_send", "kite", from_agent="", to_agent="wren", body="early", subject="boot")
+        assert sent["status"] == "delivered"
+        assert call(node, "amq_read", "wren", agent="", msg_id=sent["id"])["body"] == "early"
+    finally:
+        nodes.stop()
+        cluster.stop()
