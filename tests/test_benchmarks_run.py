@@ -64,3 +64,15 @@ def test_cluster_benchmark_quick_run_prints_its_tables():
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| memory_store p50 / p95 (ms) |" in result.stdout and "| amq_send, 4 clients (messages/s) |" in result.stdout
     assert "found on node 2 by meaning" in result.stdout and "node 2 restarted until it has them all" in result.stdout
+
+
+def test_search_ab_benchmark_runs_two_checkouts_and_prints_its_table():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_search_ab.py"), "--base", "HEAD", "--size", "300",
+         "--rounds", "1"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| MCP, project filter |" in result.stdout and "| in-process, no filter |" in result.stdout
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
+    assert "persmem-ab-" not in worktrees.stdout  # the temporary checkout is removed

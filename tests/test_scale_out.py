@@ -250,3 +250,17 @@ def test_mail_and_memory_through_the_proxy_on_one_cluster(cluster_nodes, tmp_pat
         until(lambda: client.call_tool("amq_check", {}, agent="wren")["new_count"] == 0, FOUND_WITHIN)
     for node in (a, b):  # each answered some of those calls
         assert node.log().count("POST /mcp") >= 2
+
+
+def test_more_replicas_than_nats_servers_tells_every_memory_tool_call_the_fix(cluster_nodes):
+    """A memory node (mail off) asks again for connect_timeout_seconds while JetStream cannot place five replicas
+    on three servers; then its memory tools answer what to start or lower, not a bare timeout (the server itself
+    stays up: it loads memory in the background)."""
+    node = cluster_nodes(config={"cluster": {"replicas": 5, "connect_timeout_seconds": 2}},
+                         env={"PERSMEM_DISABLE_PLUGINS": "amq_maildir"}).start()
+    with pytest.raises(ToolCallError) as failed:
+        store(node, "a memory that has no stream to go to")
+    text = str(failed.value)
+    assert "could not place the memory stream PERSMEM_MEMORY within 2 s: fewer JetStream servers are online " \
+           "than its 5 replica(s)" in text, text
+    assert "lower [cluster] replicas" in text

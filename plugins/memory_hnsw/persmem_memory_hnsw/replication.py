@@ -118,9 +118,10 @@ class Replication:
                     f"the snapshot bucket {SNAPSHOTS}", self.replicas)
             return info
 
-        # Placing waits up to connect_timeout_seconds for a cluster that is still forming.
+        # Placing the stream and the bucket each waits up to connect_timeout_seconds for a cluster still forming
+        # (then ClusterUnavailable says what is missing).
         info = self._run(_ensure, "create the memory stream",
-                         timeout=self.link.config.connect_timeout_seconds + self.timeout)
+                         timeout=2 * (self.link.config.connect_timeout_seconds + self.timeout))
         if info.config.num_replicas != self.replicas:
             log.warning("memory stream %s has %d replicas, [cluster] replicas says %d (the stream is left as it is)",
                         STREAM, info.config.num_replicas, self.replicas)
