@@ -429,7 +429,7 @@ def consolidation(sizes: list[int]) -> list[dict]:
         home = Path(tempfile.mkdtemp(prefix="persmem-consolidate-"))
         service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
         try:
-            col = service.collection("memories")
+            col = service.collection("memories", create=True)
             texts = unrelated_memories(data, n, seed=SEED + n)
             created = time.time() - 30 * 86400.0
             start = time.perf_counter()

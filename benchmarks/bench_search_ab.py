@@ -51,7 +51,7 @@ def build(home: Path, size: int) -> None:
 
     service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
     try:
-        col = service.collection("memories")
+        col = service.collection("memories", create=True)
         texts, _ = corpus(size)
         for i in range(0, size, 1000):
             col.store([NewMemory(content=t["content"], project=t["project"], type="session_note", tags=[t["tags"]])

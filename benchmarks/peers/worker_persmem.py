@@ -24,7 +24,7 @@ class Store:
             home = folder.parent / "persmem-home"
             write_config(home, JOB_CONFIG or None)
             Store.service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
-        self.col = Store.service.collection(folder.name.replace(".", "-"))
+        self.col = Store.service.collection(folder.name.replace(".", "-"), create=True)
         self.col.embedder.embed_query("warm up")  # the model loads on first use: not part of the first batch
 
     def _new(self, item):

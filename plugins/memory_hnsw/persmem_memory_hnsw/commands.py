@@ -326,7 +326,7 @@ def _store_batches(service, batches: dict[str, list], author: str) -> dict[str, 
     by collection."""
     stored: dict[str, set[str]] = {}
     for name, items in batches.items():
-        col = service.collection(name)
+        col = service.collection(name, create=True)
         todo = [item for item in items if item.memory_id not in col.memories]
         ids = stored.setdefault(name, set())
         for start in range(0, len(todo), 500):

@@ -73,6 +73,14 @@ class MemoryConfig(ConfigSection):
                          "and no [memory] editors grant reaches into them. Default: the session transcripts "
                          "the sessions plugin indexes."),
     ] = msgspec.field(default_factory=lambda: ["sessions"])
+    max_collections: Annotated[
+        int, Meta(ge=1, le=10_000,
+                  description="Most collections this server holds. A write (memory_store, memory_bulk_store) into a "
+                              "new collection name creates it while fewer exist, and is refused past this, naming "
+                              "it; reads never create one. Every collection is opened (about 2 MB of memory) at "
+                              "every start. `memories` (always there) and the private collections are "
+                              "made whatever this says.")
+    ] = 32
     recall_min_similarity: Annotated[
         float, Meta(ge=0.0, le=1.0,
                     description="Similarity in meaning (cosine, 0-1) a memory needs to be added to a prompt by the "

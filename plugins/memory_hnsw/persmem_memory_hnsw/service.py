@@ -23,18 +23,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from persmem_core import UserError
+from persmem_core.fileio import fsync_dir
 from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, missing_key_message, sealed_key_id
 
 from .collection import Collection, Hit
 from .config import MemoryConfig
 from .embedding import BackgroundEmbedder
 from .log import HEADER, LOG_NAME, MAX_FRAME, write_failed
-from .query import Filters, shown
+from .query import Filters, did_you_mean, shown
 from .records import public
 
 NAME = "memory_hnsw"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "memory"  # $PERSMEM_HOME/memory
 COLLECTION_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+DEFAULT_COLLECTION = "memories"  # the tools' default: opened (made if missing) at every start, never capped
 
 
 def check_collection_name(name) -> None:
@@ -67,6 +69,32 @@ def collection_folders(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     return [path for path in sorted(folder.iterdir()) if path.is_dir() and COLLECTION_RE.match(path.name)]
+
+
+# What opening a collection writes before anything is stored in it: a collection folder holding only these, its
+# log empty, never held a memory (reads made such folders before they stopped creating collections).
+NEVER_WRITTEN_FILES = frozenset({LOG_NAME, "model.json"})
+
+
+def drop_never_written(folder: Path) -> bool:
+    """Remove the collection folder `folder` if it never held a memory (an empty log and the model record, nothing
+    else), so it is neither opened nor counted against [memory] max_collections; True if it was removed. Only by
+    the service that holds the owner lock, before opening the collections."""
+    try:
+        entries = list(folder.iterdir())
+        if not {path.name for path in entries} <= NEVER_WRITTEN_FILES or any(
+                path.name == LOG_NAME and path.stat().st_size for path in entries):
+            return False
+        for path in entries:
+            path.unlink()
+        folder.rmdir()
+        fsync_dir(folder.parent)
+    except OSError as exc:  # left as it is, and opened as before
+        logging.getLogger("persmem.memory").warning("empty collection %s could not be removed: %s", folder.name, exc)
+        return False
+    logging.getLogger("persmem.memory").info("collection %s removed: it never held a memory (made by a read before "
+                                             "reads stopped creating collections)", folder.name)
+    return True
 
 
 def make_embedder(host):
@@ -163,7 +191,7 @@ class MemoryService:
         self.folder, self.config, self.embedder = Path(folder), config, embedder
         self.sealer = sealer or Sealer.plain()
         self._collections: dict[str, Collection] = {}
-        self._open_lock = threading.Lock()
+        self._open_lock = threading.RLock()
         self._lock_file = None
         self._ready = threading.Event()
         self._failure: str | None = None  # what callers are told when the background load failed
@@ -219,8 +247,10 @@ class MemoryService:
             raise UserError(self._failure)
 
     def lock(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.folder / ".owner.lock", "a+")
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.folder / ".owner.lock", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        self._lock_file = os.fdopen(fd, "a+")
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -241,20 +271,25 @@ class MemoryService:
         self.embedder.load()
         if self.embedding is not None and not self.embedding.running:
             self.embedding.start()
-        names = [path.name for path in self._collection_folders()]
+        on_stream: set[str] = set()
         if self.replication is not None:
             self.replication.ensure_stream()
-            names = sorted(set(names) | {name for name in self.replication.collections() if _stream_name_ok(name)})
+            on_stream = {name for name in self.replication.collections() if _stream_name_ok(name)}
+        names = [path.name for path in self._collection_folders()
+                 if path.name in on_stream or path.name == DEFAULT_COLLECTION or not drop_never_written(path)]
+        if self.replication is not None:
+            names = sorted(set(names) | on_stream)
             self.replication.watch_collections(self._discovered)
         for name in names:
-            self.collection(name)
+            self._open(name)
+        self._open(DEFAULT_COLLECTION)  # the tools' default is always there: reads of it never fail for want of it
         self._ready.set()
 
     def _discovered(self, name: str) -> None:
         """A collection another node wrote to (the stream's watcher): open it here too, following the stream."""
         if name not in self._collections and COLLECTION_RE.match(name):
             try:
-                self.collection(name)
+                self._open(name)  # whatever this node's count: the cluster made it
             except Exception:  # noqa: BLE001 - opened on first use instead
                 logging.getLogger("persmem.memory").exception("collection %s (written on another node) did not open",
                                                               name)
@@ -290,13 +325,49 @@ class MemoryService:
             self._lock_file.close()
             self._lock_file = None
 
-    def collection(self, name: str, *, create: bool = True) -> Collection:
+    def collection(self, name: str, *, create: bool = False) -> Collection:
+        """The open collection `name`. Reads ask without `create`: a name that does not exist is a UserError naming
+        the collections there are (a read never makes one). A write passes `create=True`: a new name is made while
+        the server holds fewer than `[memory] max_collections` (the default collection and the private ones are
+        always made), else refused naming the cap. On a cluster a collection another node made is opened here,
+        whatever this node's count: the stream decides what exists."""
         check_collection_name(name)
         existing = self._collections.get(name)
         if existing is not None:
             return existing
-        if not create and (self.replication is None or name not in self.replication.collections()):
-            raise UserError(f"no collection {name!r}; memory_list_collections shows them.")
+        on_stream = self.replication.collections() if self.replication is not None else []
+        if name in on_stream:
+            return self._open(name)
+        if not create:
+            raise self.no_such_collection(name)
+        with self._open_lock:  # the count and the making as one step: concurrent writers never pass the cap
+            if name not in self._collections:
+                self._check_room(name, on_stream)
+            return self._open(name)
+
+    def no_such_collection(self, name: str) -> UserError:
+        """What a read naming a collection that does not exist is told."""
+        return UserError(f"{did_you_mean('collection', name, self._collections)} Reads never create a collection; "
+                         "memory_list_collections lists them, and a memory_store (or memory_bulk_store) into a new "
+                         "name creates it.")
+
+    def _check_room(self, name: str, on_stream: list[str]) -> None:
+        """Refuse to make collection `name` when the server holds [memory] max_collections already (the caller
+        holds the open lock). The default collection and the private ones are the server's own: always made."""
+        if name == DEFAULT_COLLECTION or name in self.config.private_collections:
+            return
+        held = set(self._collections) | set(on_stream)
+        cap = self.config.max_collections
+        if len(held) >= cap:
+            raise UserError(
+                f"collection {name!r} was not created: this server holds {len(held)} collections, the most "
+                f"[memory] max_collections = {cap} allows (each is opened, about 2 MB of memory, at every start). "
+                f"Store into an existing one ({', '.join(sorted(held)[:10])}{', ...' if len(held) > 10 else ''}: "
+                "memory_list_collections lists them), or ask the operator to raise [memory] max_collections in "
+                "persmem.toml and restart the server.")
+
+    def _open(self, name: str) -> Collection:
+        """Open (or make: the caller decided it may) collection `name`, once: concurrent callers get the same one."""
         with self._open_lock:
             if name not in self._collections:
                 try:

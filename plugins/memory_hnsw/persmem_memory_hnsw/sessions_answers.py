@@ -65,7 +65,7 @@ def index_turns(memories: MemoryService, agent: str, turns: list[dict]) -> int:
         return 0
     new = 0
     with _index_lock:
-        col = memories.collection(SESSIONS)
+        col = memories.collection(SESSIONS, create=True)
         for start in range(0, len(items), INDEX_BATCH):
             fresh = _not_indexed(col, agent, items[start:start + INDEX_BATCH])
             if fresh:

@@ -86,7 +86,7 @@ def memory_store(
                      review_after=parse_date(review_after, "review_after") or 0.0,
                      # One curated memory may restate an older one (Collection._may_detect says where it applies).
                      detect_supersession=True)
-    col = _service(call).collection(collection)
+    col = _service(call).collection(collection, create=True)  # a new name is made (within [memory] max_collections)
     result = col.store([item], author=call.agent, dedup=dedup, editors=editors_in(config, collection))[0]
     return _explain_links(result, item.supersedes)
 
@@ -221,7 +221,7 @@ def memory_bulk_store(
             for item, (context, question) in zip(run, conversation_contexts([x.content for x in run], context_chars),
                                                  strict=True):
                 item.context, item.reply_to = context, question
-    results = _service(call).collection(collection).store(items, author=call.agent, dedup=dedup)
+    results = _service(call).collection(collection, create=True).store(items, author=call.agent, dedup=dedup)
     return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
 
 
@@ -624,7 +624,7 @@ def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: st
     """Create or overwrite one of your bootstrap entries (identity, directive, ...) that chorus_init returns to
     you. `entry_id` is a stable name of your choosing, e.g. "kite-identity"; overwriting keeps the old version.
     An entry_id another agent already uses is refused (pick another)."""
-    col = _service(call).collection("memories")
+    col = _service(call).collection("memories", create=True)
     tag_list = parse_tags(tags)
     existing = col.memories.get(entry_id)
     if existing is not None:

@@ -59,7 +59,7 @@ UNRELATED_PROMPTS = [
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     host = started_host(tmp_path_factory.mktemp("home"))
-    memories = service(host).collection("memories")
+    memories = service(host).collection("memories", create=True)
     memories.store([NewMemory(content=fact, project="acme", type="note", tags=[]) for fact in FACTS],
                    author="wren", dedup=False)
     yield host
@@ -134,7 +134,7 @@ def test_a_turn_the_store_refuses_is_logged_without_its_text_and_the_rest_indexe
 
 def test_a_turn_id_another_author_holds_is_left_out_and_logged(host, caplog):
     squatted = turn_id("kite", "claude", "squatted", 0)
-    service(host).collection(SESSIONS).store([NewMemory(content="planted by wren", project="acme", type="note",
+    service(host).collection(SESSIONS, create=True).store([NewMemory(content="planted by wren", project="acme", type="note",
                                                         tags=[], memory_id=squatted)], author="wren", dedup=False)
     turns = [turn(0, "kite's first turn", session_id="squatted"), turn(1, "kite's second turn", session_id="squatted")]
     with caplog.at_level(logging.WARNING, logger="persmem.memory.sessions"):
@@ -152,7 +152,7 @@ def test_indexing_from_several_threads_at_once_stores_each_turn_once(host):
         counts.append(host.hook.index_session_turns(host=host, agent="kite", turns=turns)[0])
 
     def store_memories():  # a tool writing the same store meanwhile
-        service(host).collection(SESSIONS).store(
+        service(host).collection(SESSIONS, create=True).store(
             [NewMemory(content=f"kite's own note {i}", project="acme", type="note", tags=[]) for i in range(20)],
             author="kite", dedup=False)
 

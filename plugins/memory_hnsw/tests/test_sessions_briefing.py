@@ -21,7 +21,7 @@ def note(content, *, type="note", project="acme", memory_id=None, created=None):
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     host = started_host(tmp_path_factory.mktemp("home"))
-    memories = service(host).collection("memories")
+    memories = service(host).collection("memories", create=True)
     memories.store([note("I am kite, the careful reviewer: I read the tests before the code.", type="identity",
                          memory_id="kite-identity"),
                     note("Always run the linters before committing.", type="directive", memory_id="kite-directive")],
