@@ -115,8 +115,9 @@ def persmem_command(*args: str) -> list[str]:
 class RunningServer:
     """A `persmem serve --transport http` subprocess and ways to talk to it."""
 
-    def __init__(self, home: Path, env: dict[str, str], port: int, tokens: dict[str, str]):
+    def __init__(self, home: Path, env: dict[str, str], port: int, tokens: dict[str, str], prefix: tuple = ()):
         self.home, self.env, self.port, self.tokens = home, env, port, tokens
+        self.prefix = list(prefix)  # a program the server runs under (e.g. `unshare ...`), else nothing
         self.base_url = f"http://127.0.0.1:{port}"
         self.url = f"{self.base_url}/mcp"
         self.log_path = home / "server.log"
@@ -127,7 +128,8 @@ class RunningServer:
 
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            persmem_command("serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port)),
+            [*self.prefix,
+             *persmem_command("serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port))],
             env=self.env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -216,11 +218,13 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     return env | {"PERSMEM_HOME": str(home)} | extra
 
 
-def start_server(home: Path, agents=(), env: dict[str, str] | None = None, timeout: float = 60.0) -> RunningServer:
-    """Create `agents` (tokens in `.tokens`) in `home` and start `persmem serve` there on a free port."""
+def start_server(home: Path, agents=(), env: dict[str, str] | None = None, timeout: float = 60.0,
+                 prefix: tuple = ()) -> RunningServer:
+    """Create `agents` (tokens in `.tokens`) in `home` and start `persmem serve` there on a free port (under the
+    program `prefix` names, if any)."""
     store = AgentStore(home)
     tokens = {name: store.add(name).token for name in agents}
-    return RunningServer(home, env or clean_env(home), free_port(), tokens).start(timeout)
+    return RunningServer(home, env or clean_env(home), free_port(), tokens, prefix).start(timeout)
 
 
 @pytest.fixture

@@ -22,15 +22,15 @@ def register_tools(register, host):
 
 @hookimpl
 def startup(host):
-    """Build the service git_op uses; say once, in the server log, when commands will run without the OS
-    sandbox."""
+    """Build the service git_op uses; with sandbox = "required" and no full OS sandbox here, stop the server
+    start naming why; with "auto", say loudly in the server's first lines when commands get less than it."""
     from persmem_core import bubblewrap
 
     from .service import NAME, open_service
 
     git = open_service(host)
+    bubblewrap.check_at_start(git.config.sandbox, "git")  # "required" without the full sandbox: no start
     host.state.put(NAME, git)
-    bubblewrap.warn_if_unconfined(git.config.sandbox, "git")
 
 
 @hookimpl

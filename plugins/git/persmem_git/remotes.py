@@ -89,9 +89,17 @@ def default_remote(entries, operation: str, branch: str | None) -> str:
     return next((values[key] for key in keys if key in values), "origin")
 
 
+def is_ssh(url: str) -> bool:
+    """Whether git reaches `url` over ssh (ssh://, git+ssh://, or the scp-like host:path)."""
+    if "://" in url:
+        return urlsplit(url).scheme.lower() in ("ssh", "git+ssh", "ssh+git")
+    return not url.startswith(("/", ".")) and SCP_LIKE.match(url) is not None
+
+
 def check(prefixes: list[str], entries, operation: str, positionals: list[str], options: list[str],
-          branch: str | None, allow_force_push: bool) -> None:
-    """Refuse a network operation whose remote (named, or the one git would pick) is not allowed."""
+          branch: str | None, allow_force_push: bool) -> list[str]:
+    """Refuse a network operation whose remote (named, or the one git would pick) is not allowed; return the
+    URLs it will reach."""
     if not prefixes:
         raise UserError(f"git {operation} needs a remote, and none is allowed: the operator lists allowed remote "
                         "URL prefixes in [git] remotes.")
@@ -106,7 +114,7 @@ def check(prefixes: list[str], entries, operation: str, positionals: list[str], 
     else:
         name = positionals[0] if positionals else default_remote(entries, operation, branch)
         if name == "." and not positionals:
-            return  # the branch tracks a local branch: no network
+            return []  # the branch tracks a local branch: no network
         urls = remote_urls(entries, name)
         if not urls:
             raise UserError(f"{name!r} is not a configured remote of this repository (git remote -v lists them); "
@@ -120,3 +128,4 @@ def check(prefixes: list[str], entries, operation: str, positionals: list[str], 
         for spec in positionals[1:]:
             if spec.startswith("+"):
                 raise UserError(f"refspec {spec!r} forces the push; force push is off ([git] allow_force_push).")
+    return urls

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from persmem_core import UserError, bubblewrap
-from persmem_core.children import SAFE_PATH, run_capped
+from persmem_core.children import SAFE_PATH, Finished, run_capped
 
 HARDENING = [
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.sshCommand=ssh -o BatchMode=yes", "core.pager=cat",
@@ -57,14 +57,13 @@ def _hardened(args: list[str], safe_dir: Path) -> list[str]:
 def reader(env: dict[str, str], confinement: bubblewrap.Confinement | None, timeout: float):
     """A repo.GitReader: git with the same hardening and sandbox as the operation (no network), for vetting."""
     quiet = None if confinement is None else bubblewrap.Confinement(
-        writable=confinement.writable, read_only=confinement.read_only, hidden=confinement.hidden)
+        writable=confinement.writable, read_only=confinement.read_only, hidden=confinement.hidden,
+        limits=confinement.limits)
 
     def read(args: list[str], repo: Path, gitdir: Path) -> tuple[int, bytes, str]:
-        argv = _hardened(args, repo)
-        if quiet is not None:
-            argv = bubblewrap.command(argv, quiet, repo)
-        done = run_capped(argv, cwd=repo, env=env | {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)},
-                          timeout=timeout, max_output=64 * 1024 * 1024, stderr_cap=20_000)
+        env_for_repo = env | {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)}
+        done = _run(_hardened(args, repo), quiet, cwd=repo, env=env_for_repo, timeout=timeout,
+                    max_output=64 * 1024 * 1024)
         if done.timed_out or done.truncated:
             raise UserError(f"vetting {repo} took too long or printed too much (git {args[0]}); refused.")
         return done.returncode, done.stdout, done.stderr.decode("utf-8", "replace")
@@ -72,18 +71,21 @@ def reader(env: dict[str, str], confinement: bubblewrap.Confinement | None, time
     return read
 
 
+def _run(argv: list[str], confinement: bubblewrap.Confinement | None, *, cwd: Path, env: dict[str, str],
+         timeout: float, max_output: int) -> Finished:
+    if confinement is None:
+        return run_capped(argv, cwd=cwd, env=env, timeout=timeout, max_output=max_output, stderr_cap=20_000)
+    return bubblewrap.run(argv, confinement, cwd=cwd, env=env, timeout=timeout, max_output=max_output,
+                          stderr_cap=20_000)
+
+
 def run_git(args: list[str], *, cwd: Path, env: dict[str, str], safe_dir: Path, timeout: float,
             max_output: int, confinement: bubblewrap.Confinement | None = None) -> dict:
-    argv = _hardened(args, safe_dir)
-    if confinement is not None:
-        argv = bubblewrap.command(argv, confinement, cwd)
-    done = run_capped(argv, cwd=cwd, env=env, timeout=timeout, max_output=max_output, stderr_cap=20_000)
+    done = _run(_hardened(args, safe_dir), confinement, cwd=cwd, env=env, timeout=timeout, max_output=max_output)
     if done.timed_out:
         raise UserError(f"git {args[0]} did not finish within {timeout:g} s ([git] timeout) and was stopped.")
-    broken = bubblewrap.failure(done.stderr) if confinement is not None and done.returncode == 1 else None
-    if broken:
-        raise UserError(f"the OS sandbox could not be set up, so git did not run ({broken}). Check the [workspace] roots "
-                        "(`persmem doctor`).")
+    if done.stopped:
+        raise UserError(f"git {args[0]} was {done.stopped}.")
     result = {"returncode": done.returncode, "stdout": done.stdout.decode("utf-8", "replace"),
               "stderr": done.stderr.decode("utf-8", "replace"), "duration_ms": round(done.duration * 1000, 1)}
     if done.truncated:

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 from persmem_core import CallContext, UserError, bubblewrap
+from persmem_core.workspace_lock import WORKSPACE
 
 from . import remotes
 from .operations import OPS, parse
@@ -32,7 +33,7 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
     message. git runs in an OS sandbox where the machine allows it: it sees the workspace and nothing of
     persmem's data, with a network only for clone, fetch, pull and push."""
     git = service(call.host)
-    cfg, roots, home, hidden = git.config, git.roots, git.home, git.hidden
+    cfg = git.config
     if operation not in OPS:
         raise UserError(f"unknown operation {operation!r}; use one of: {', '.join(OPS)}.")
     if not isinstance(args, str) or "\x00" in args:
@@ -41,15 +42,20 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         tokens = shlex.split(args)
     except ValueError as exc:
         raise UserError(f"cannot split args into words ({exc}); check its quotes.") from None
-    op = OPS[operation]
     options, positionals, paths = parse(operation, tokens, cfg.allow_force_push)
-    env = git_env(home, call.agent, cfg.authors, remotes.protocols(cfg.remotes))
-    confinement = _confinement(cfg, roots, hidden, op.network, push=operation == "push")
-
-    if operation == "clone":
-        return _clone(cfg, roots, env, repo_path, clone_url, options, confinement, hidden)
-    if clone_url:
+    if clone_url and operation != "clone":
         raise UserError("clone_url is only for operation 'clone'.")
+    with WORKSPACE.git(timeout=cfg.timeout):  # no agent command runs from the vetting to git's exit
+        return _operate(git, operation, repo_path, clone_url, options, positionals, paths, call.agent)
+
+
+def _operate(git, operation: str, repo_path: str, clone_url: str, options: list[str], positionals: list[str],
+             paths: list[str], agent: str) -> dict:
+    cfg, roots, home, hidden = git.config, git.roots, git.home, git.hidden
+    op = OPS[operation]
+    env = git_env(home, agent, cfg.authors, remotes.protocols(cfg.remotes))
+    if operation == "clone":
+        return _clone(cfg, roots, env, repo_path, clone_url, options, hidden)
     repo = resolve_repo(repo_path, roots, must_exist=operation != "init", hidden=hidden)
     if operation == "init":
         if (repo / ".git").exists():
@@ -57,8 +63,8 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         repo.mkdir(parents=True, exist_ok=True)
         return _finish(operation, repo, run_git(["init", *options], cwd=repo, env=env, safe_dir=repo,
                                                 timeout=cfg.timeout, max_output=cfg.max_output_bytes,
-                                                confinement=confinement))
-    gitdir, entries = vet_repository(repo, roots, reader(env, confinement, cfg.timeout))
+                                                confinement=_confinement(cfg, roots, hidden)))
+    gitdir, entries = vet_repository(repo, roots, reader(env, _confinement(cfg, roots, hidden), cfg.timeout))
     env |= {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(repo)}
 
     path_args = list(paths)
@@ -71,8 +77,12 @@ def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", 
         real = Path(os.path.realpath(repo / path))
         if not inside(real, [repo]) or "\x00" in path:
             raise UserError(f"path {path!r} is outside the repository; refused.")
+    urls = []
     if op.network:
-        remotes.check(cfg.remotes, entries, operation, positionals, options, _branch(gitdir), cfg.allow_force_push)
+        urls = remotes.check(cfg.remotes, entries, operation, positionals, options, _branch(gitdir),
+                             cfg.allow_force_push)
+    confinement = _confinement(cfg, roots, hidden, op.network, push=operation == "push", urls=urls)
+    env |= _ssh_env(confinement, urls)
     if operation == "commit" and not any(o.startswith(("-m", "--message")) for o in options) and "--no-edit" not in options:
         raise UserError("commit needs a message: args=\"-m 'what changed'\" (there is no editor here).")
     options = SUBMODULES_OFF.get(operation, []) + options
@@ -93,23 +103,45 @@ def _branch(gitdir: Path) -> str | None:
     return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
 
 
-def _confinement(cfg, roots: list[Path], hidden: list[Path], network: bool,
-                 push: bool) -> bubblewrap.Confinement | None:
+def _confinement(cfg, roots: list[Path], hidden: list[Path], network: bool = False, push: bool = False,
+                 urls: list[str] = ()) -> bubblewrap.Confinement | None:
     """What git may reach in the sandbox: the roots; local remotes (read-only, writable for push); the server
-    user's ~/.ssh read-only for network operations (keys and known_hosts of ssh remotes)."""
+    user's ~/.ssh read-only only when a remote it will reach is an ssh one (keys and known_hosts)."""
     if not bubblewrap.use(cfg.sandbox, "git"):
         return None
     local = [Path(os.path.realpath(r.removeprefix("file://"))) for r in cfg.remotes if r.startswith(("/", "file://"))]
     writable, read_only = list(roots), []
     if network:
         (writable if push else read_only).extend(local)
-        read_only.append(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".ssh")  # where ssh looks, whatever HOME says
+        if any(remotes.is_ssh(url) for url in urls):
+            read_only.append(_ssh_folder())
+    mb = 1024 * 1024
+    limits = bubblewrap.Limits(memory_bytes=cfg.max_memory_mb * mb, min_free_disk_bytes=cfg.min_free_disk_mb * mb,
+                               section="git")
     return bubblewrap.Confinement(writable=tuple(writable), read_only=tuple(read_only), hidden=tuple(hidden),
-                                  network=network)
+                                  network=network, limits=limits)
 
 
-def _clone(cfg, roots, env, repo_path: str, clone_url: str, options: list[str],
-           confinement: bubblewrap.Confinement | None, hidden: list[Path]) -> dict:
+def _ssh_folder() -> Path:
+    return Path(pwd.getpwuid(os.getuid()).pw_dir) / ".ssh"  # where ssh looks, whatever HOME says
+
+
+def _ssh_env(confinement: bubblewrap.Confinement | None, urls: list[str]) -> dict[str, str]:
+    """For an ssh remote in the sandbox: ssh told where the server user's keys, known_hosts and config are (as
+    root the sandbox runs as another uid, whose home is not root's), in batch mode (it never prompts)."""
+    folder = _ssh_folder()
+    if confinement is None or folder not in confinement.read_only or not any(remotes.is_ssh(u) for u in urls):
+        return {}
+    config = folder / "config"
+    argv = ["ssh", "-o", "BatchMode=yes", "-F", str(config) if config.is_file() else "/dev/null",
+            "-o", f"UserKnownHostsFile={folder / 'known_hosts'}"]
+    for key in sorted(folder.glob("id_*")):
+        if not key.name.endswith(".pub"):
+            argv += ["-o", f"IdentityFile={key}"]
+    return {"GIT_SSH_COMMAND": shlex.join(argv)}
+
+
+def _clone(cfg, roots, env, repo_path: str, clone_url: str, options: list[str], hidden: list[Path]) -> dict:
     if not isinstance(clone_url, str) or not clone_url.strip():
         raise UserError("clone needs clone_url (the source) and repo_path (the new folder).")
     if clone_url.startswith("-") or "::" in clone_url or "\x00" in clone_url:
@@ -124,6 +156,8 @@ def _clone(cfg, roots, env, repo_path: str, clone_url: str, options: list[str],
     root = next(r for r in roots if inside(dest, [r]))
     if dest != root:
         dest.parent.mkdir(parents=True, exist_ok=True)
+    confinement = _confinement(cfg, roots, hidden, network=True, urls=[clone_url])
+    env |= _ssh_env(confinement, [clone_url])
     result = run_git(["clone", *options, "--", clone_url, str(dest)], cwd=root, env=env, safe_dir=dest,
                      timeout=cfg.timeout, max_output=cfg.max_output_bytes, confinement=confinement)
     return _finish("clone", dest, result)

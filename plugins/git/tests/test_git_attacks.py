@@ -4,6 +4,7 @@ repositories through a real server. Grouped by attack class; every test fails on
 
 import http.server
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -302,3 +303,22 @@ def test_the_vetting_reads_with_the_same_hardening_as_the_operation(roots):
     read = reader(git_env(roots / "ws", "kite", {}, "https"), None, 20)
     code, out, _ = read(["ls-files", "--stage", "-z"], repo, repo / ".git")
     assert code == 0 and b"a.txt" in out and not marker.exists()
+
+
+@pytest.mark.parametrize("url, ssh", [("git@github.com:me/x.git", True), ("ssh://host/x.git", True),
+                                      ("git+ssh://host/x.git", True), ("https://host/x.git", False),
+                                      ("/srv/remotes/x.git", False), ("file:///srv/x.git", False),
+                                      ("./relative.git", False)])
+def test_git_sees_the_server_users_ssh_folder_only_for_an_ssh_remote(url, ssh):
+    """~/.ssh holds the server user's keys: git's sandbox shows it (read-only) only when git will speak ssh."""
+    from persmem_core import bubblewrap
+    from persmem_git.config import GitConfig
+    from persmem_git.remotes import is_ssh
+    from persmem_git.tools import _confinement, _ssh_folder
+
+    assert is_ssh(url) is ssh
+    if bubblewrap.support().level == "none":
+        pytest.skip(f"no OS sandbox: {bubblewrap.problem()}")
+    for network, urls in ((True, [url]), (False, [url]), (True, [])):
+        confinement = _confinement(GitConfig(remotes=["https://host/"]), [Path("/tmp")], [], network, urls=urls)
+        assert (_ssh_folder() in confinement.read_only) is (ssh and network and bool(urls)), (network, urls)

@@ -72,6 +72,32 @@ class ShellConfig(ConfigSection):
     max_concurrent_per_agent: Annotated[
         int, Meta(ge=1, description="Commands one agent may run at once; more are refused until one ends.")
     ] = 4
+    # What one sandboxed command may use (docs/security.md); a limit reached stops it with a note saying which.
+    max_processes: Annotated[
+        int, Meta(ge=8, description="Processes and threads one command may have at once (fork bombs stop here).")
+    ] = 256
+    max_memory_mb: Annotated[
+        int, Meta(ge=64, description="Memory of one command and everything it starts, MB (a cgroup, where the "
+                                     "server runs as root; else only max_address_space_mb per process).")
+    ] = 2048
+    max_address_space_mb: Annotated[
+        int, Meta(ge=256, description="Virtual memory of each process, MB (RLIMIT_AS).")
+    ] = 8192
+    max_file_mb: Annotated[
+        int, Meta(ge=1, description="The largest file a command may write, MB (RLIMIT_FSIZE).")
+    ] = 1024
+    max_open_files: Annotated[int, Meta(ge=64, description="Open files per process (RLIMIT_NOFILE).")] = 1024
+    min_free_disk_mb: Annotated[
+        int, Meta(ge=0, description="A command is stopped (and none starts) while a workspace root's disk has less "
+                                    "free space than this, MB: what a command can write is bounded by it.")
+    ] = 1024
 
     def effective_allow(self) -> dict[str, CommandRule]:
         return {**(self.allow or DEFAULT_ALLOW), **self.extra_allow}
+
+    def limits(self) -> bubblewrap.Limits:
+        mb = 1024 * 1024
+        return bubblewrap.Limits(processes=self.max_processes, open_files=self.max_open_files,
+                                 file_bytes=self.max_file_mb * mb, address_space_bytes=self.max_address_space_mb * mb,
+                                 memory_bytes=self.max_memory_mb * mb, min_free_disk_bytes=self.min_free_disk_mb * mb,
+                                 section="shell")

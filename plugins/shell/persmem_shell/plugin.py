@@ -24,15 +24,15 @@ def register_tools(register, host):
 
 @hookimpl
 def startup(host):
-    """Build the service the tools use; say once, in the server log, when commands will run without the OS
-    sandbox."""
+    """Build the service the tools use; with sandbox = "required" and no full OS sandbox here, stop the server
+    start naming why; with "auto", say loudly in the server's first lines when commands get less than it."""
     from persmem_core import bubblewrap
 
     from .service import NAME, open_service
 
     shell = open_service(host)
+    bubblewrap.check_at_start(shell.config.sandbox, "shell")  # "required" without the full sandbox: no start
     host.state.put(NAME, shell)
-    bubblewrap.warn_if_unconfined(shell.config.sandbox, "shell")
 
 
 @hookimpl

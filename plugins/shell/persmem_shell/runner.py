@@ -1,7 +1,8 @@
 """Running an allowed argv: a minimal environment, a private TMPDIR, a lower CPU priority; the time limit,
 output cap and process-group kill are persmem_core.children's.
 
-With a `Confinement`, the command runs inside bubblewrap (persmem_core.bubblewrap) with its own /tmp;
+With a `Confinement`, the command runs inside bubblewrap (persmem_core.bubblewrap) with its own /tmp and the
+sandbox's limits;
 without one, its TMPDIR is a fresh folder in the plugin's data folder, removed when the command ends (kill
 included).
 Commands run at a lower CPU priority (nice 10), so a busy command does not slow the server's other work.
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from persmem_core import UserError, bubblewrap
-from persmem_core.children import SAFE_PATH, run_capped
+from persmem_core.children import SAFE_PATH, Finished, run_capped
 
 NICE = ("nice", "-n", "10")
 
@@ -54,20 +55,16 @@ def run(argv: list[str], cwd: Path, home: Path, timeout: float, max_output: int,
     if shutil.which(argv[0], path=env["PATH"]) is None:
         raise UserError(f"{argv[0]!r} is allowed but not installed on this machine.")
     if confinement is not None:
-        result = _run(bubblewrap.command([*NICE, *argv], confinement, cwd), argv, cwd, env | {"TMPDIR": "/tmp"},
-                      timeout, max_output)
-        broken = bubblewrap.failure(result["stderr"].encode()) if result["returncode"] == 1 else None
-        if broken:
-            raise UserError(f"the OS sandbox could not be set up, so nothing ran ({broken}). Check the [workspace] roots "
-                            "and sandbox_read_only folders (`persmem doctor`).")
-        return result
+        done = bubblewrap.run([*NICE, *argv], confinement, cwd=cwd, env=env | {"TMPDIR": "/tmp"}, timeout=timeout,
+                              max_output=max_output)
+        return _result(done, argv, timeout, max_output)
     with private_tmp(tmp_folder, max_age=timeout + 3600) as tmp:
-        return _run([*NICE, *argv], argv, cwd, env | {"TMPDIR": str(tmp)}, timeout, max_output)
+        done = run_capped([*NICE, *argv], cwd=cwd, env=env | {"TMPDIR": str(tmp)}, timeout=timeout,
+                          max_output=max_output)
+        return _result(done, argv, timeout, max_output)
 
 
-def _run(command: list[str], argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
-         max_output: int) -> dict:
-    done = run_capped(command, cwd=cwd, env=env, timeout=timeout, max_output=max_output)
+def _result(done: Finished, argv: list[str], timeout: float, max_output: int) -> dict:
     result = {"command": argv, "returncode": done.returncode,
               "stdout": done.stdout.decode("utf-8", "replace"),
               "stderr": done.stderr.decode("utf-8", "replace"),
@@ -78,4 +75,6 @@ def _run(command: list[str], argv: list[str], cwd: Path, env: dict[str, str], ti
     if done.truncated:
         result |= {"truncated": True,
                    "note": f"output cut at {max_output:,} bytes and the command stopped; narrow it (head, grep -m)"}
+    if done.stopped:
+        result |= {"limit_reached": True, "note": done.stopped}
     return result

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from persmem_core import CallContext, UserError, bubblewrap
+from persmem_core.workspace_lock import WORKSPACE
 
 from . import files
 from .allowlist import check_paths, check_size, judge, with_forced_options
@@ -26,8 +27,9 @@ def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallC
     allowlist run, and options that could run other programs or leave the workspace are refused with the rule
     that refused them. `workdir` is a folder inside the workspace ("" = the workspace root).
     `timeout` is in seconds (the operator sets the maximum). Where the machine allows it, the command runs in
-    an OS sandbox: it sees only the workspace, read-only system folders and its own empty /tmp, and has no
-    network. Returns stdout, stderr, returncode and whether it was sandboxed."""
+    an OS sandbox as an unprivileged user: it sees only the workspace, read-only system folders and its own
+    empty /tmp, has no network, and is stopped at its memory, process and disk limits (`note` says which).
+    Returns stdout, stderr, returncode and whether it was sandboxed."""
     shell = service(call.host)
     config, sandbox = shell.config, shell.sandbox
     if not isinstance(command, str) or not command.strip():
@@ -53,14 +55,16 @@ def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallC
     if bubblewrap.use(config.sandbox, "shell"):
         confinement = bubblewrap.Confinement(
             writable=tuple(sandbox.roots), hidden=tuple(sandbox.hidden),
-            read_only=tuple(Path(p) for p in config.sandbox_read_only), tmp_bytes=config.tmp_max_bytes)
+            read_only=tuple(Path(p) for p in config.sandbox_read_only), tmp_bytes=config.tmp_max_bytes,
+            limits=config.limits())
     elif sandbox.exposed():
         raise UserError(f"the workspace {', '.join(map(str, sandbox.exposed()))} contains persmem's own data "
                         "folder, and without the OS sandbox a command that walks folders (grep -r, find) would "
                         "read it; nothing was run. Install bubblewrap ([shell] sandbox), or use a workspace "
                         "beside the data folder.")
-    result = run(with_forced_options(argv), cwd, sandbox.home, float(timeout), config.max_output_bytes,
-                 confinement, tmp_folder=shell.tmp_folder)
+    with WORKSPACE.command(timeout=float(timeout)):  # git_op vets and runs git while no command runs
+        result = run(with_forced_options(argv), cwd, sandbox.home, float(timeout), config.max_output_bytes,
+                     confinement, tmp_folder=shell.tmp_folder)
     return result | {"workdir": str(cwd), "sandboxed": confinement is not None}
 
 
