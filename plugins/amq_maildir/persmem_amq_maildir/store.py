@@ -23,11 +23,14 @@ from pathlib import Path
 from persmem_core import UserError
 from persmem_core.agents import NAME_RE
 from persmem_core.sealing import Sealer
+from persmem_core.text import control_characters, printable
 
 from .config import AmqConfig
 from .maildir import PURPOSE, Entry, Mailbox, Quarantined
 from .message import ID_RE, KINDS, PRIORITIES, PRIORITY_RANK, SUFFIX, Header, encode, new_id, now_iso
 from .remote import RemoteBox
+
+ZERO_WIDTH_JOINER = "\u200d"  # joins emoji into one (a family, a flag): allowed in a subject, escaped where shown
 
 log = logging.getLogger("persmem.amq")
 
@@ -138,7 +141,14 @@ class MailStore:
         if len(body) > self.config.max_body_chars:
             raise UserError(f"body is {len(body):,} characters; the limit is {self.config.max_body_chars:,} "
                             "([amq] max_body_chars). Split it into several messages or store it as a memory and send its id.")
-        subject = " ".join(subject.split()) if isinstance(subject, str) else subject
+        if not isinstance(subject, str):
+            raise UserError("subject must be a string: a short summary line, or empty.")
+        subject = " ".join(subject.split())  # one line: line breaks and tabs become spaces
+        hidden = [c for c in control_characters(subject) if c != ZERO_WIDTH_JOINER]
+        if hidden:
+            kinds = ", ".join(dict.fromkeys(map(printable, hidden[:5])))
+            raise UserError(f"subject holds control or invisible characters ({kinds}): a subject is one line of "
+                            "visible text, shown in the recipient's sessions. Remove them.")
         if len(subject) > self.config.max_subject_chars:
             raise UserError(f"subject is {len(subject):,} characters; the limit is {self.config.max_subject_chars}.")
         reply_to, thread = self._conversation(caller, reply_to, thread)

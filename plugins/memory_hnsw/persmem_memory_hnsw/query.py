@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from persmem_core import UserError
+from persmem_core.text import control_characters, printable
 
 
 @dataclass
@@ -46,16 +47,35 @@ def parse_tags(tags: str | list[str] | None, what: str = "tags") -> list[str]:
         if tag and tag not in cleaned:
             if len(tag) > 64:
                 raise UserError(f"tag {tag[:20]!r}... is longer than 64 characters.")
+            check_visible_label(tag, "tag" if what == "tags" else f"a tag of {what}")
             cleaned.append(tag)
     return cleaned
 
 
 def parse_label(value: str, what: str) -> str:
-    """A project or a type: 1-64 characters, stripped."""
+    """A project or a type: 1-64 characters, stripped, one line of visible text (check_visible_label)."""
+    if value is not None and not isinstance(value, str):
+        raise UserError(f"{what} must be a string of 1-64 characters, got {type(value).__name__}.")
     value = (value or "").strip()
     if not value or len(value) > 64:
         raise UserError(f"{what} must be 1-64 characters, got {value[:70]!r}.")
+    check_visible_label(value, what)
     return value
+
+
+def check_visible_label(value: str, what: str) -> None:
+    """Refuse a label (project, type, tag, author) holding control or invisible characters: line breaks, tabs,
+    escape sequences, bidirectional overrides, zero-width characters. A label is shown to people and to other
+    agents' sessions; with those it could start a line that passes for something else (a heading, another
+    entry) or look like another label."""
+    hidden = control_characters(value)
+    if hidden:
+        suggestion = " ".join("".join(" " if c in hidden else c for c in value).split())[:64]
+        kinds = ", ".join(dict.fromkeys(printable(c) for c in hidden[:5]))
+        raise UserError(f"{what} {shown(value)} holds control or invisible characters ({kinds}): a project, type or "
+                        "tag is one line of visible text, without line breaks, tabs, escape sequences or invisible "
+                        "characters. Remove them"
+                        + (f", e.g. {suggestion!r}." if suggestion else ", and name it in plain words."))
 
 
 def parse_when(value: str | None, what: str, *, through_day: bool = False) -> float | None:

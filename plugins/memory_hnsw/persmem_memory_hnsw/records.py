@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import msgspec
 
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.\-]{0,127}$")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_:.\-]{0,127}\Z")  # \Z, not $: $ also matches before a final "\n"
 MAX_FEEDBACK = 100  # feedback entries a memory keeps (each agent's latest verdict is kept first: see trim_feedback)
 
 

@@ -55,6 +55,8 @@ def memory_store(
     - project: groups memories ("general" by default); memory_search can filter on it.
     - tags: comma-separated labels, e.g. "auth,jwt".
     - memory_type: session_note, decision, handoff, bug, pattern, preference, identity, directive, ...
+      project, tags and memory_type are short labels: 1-64 characters of one line each, no line breaks, tabs
+      or other control or invisible characters (refused, with the cleaned label suggested).
     - memory_id: optional id of your choosing; by default one is generated. Not in a private collection
       (like `sessions`): there the server gives every id, so leave it empty. Ids starting with "con_" are
       reserved for consolidated memories.
