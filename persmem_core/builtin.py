@@ -73,6 +73,10 @@ def doctor(host):
     checks.append(_check_auth(host, server))
     checks.append(_check_oauth(host, server))
     checks.append(_check_encryption(host))
+    if host.section("cluster").servers:  # who may reach the NATS cluster, and whether frames are sealed and bound
+        from persmem_core.nats_link import doctor_checks
+
+        checks += doctor_checks(host.section("cluster"), host.section("encryption").enabled)
     return checks
 
 

@@ -46,6 +46,15 @@ class SealingError(UserError):
     """Sealed data that can not be opened: its key is not on hand, or it fails authentication (changed on disk)."""
 
 
+class KeyNotOnHand(SealingError):
+    """Sealed under a key that is not loaded (another node's key, or one removed too early)."""
+
+
+class NotAuthentic(SealingError):
+    """Sealed under a key that is loaded, but it does not open as what it was asked to open as: changed, cut, or
+    sealed for another purpose (another place, for a frame bound to its place)."""
+
+
 class ResealReport(msgspec.Struct, kw_only=True):
     """What a plugin's `reseal` hook did (or, with dry_run, would do)."""
 
@@ -115,7 +124,7 @@ class Sealer:
             return cipher.decrypt(view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES], view[HEADER_BYTES + NONCE_BYTES :],
                                   self._aad(kid, purpose))
         except InvalidTag:
-            raise SealingError(f"sealed data does not authenticate under key {kid.hex()} (it was changed on "
+            raise NotAuthentic(f"sealed data does not authenticate under key {kid.hex()} (it was changed on "
                                "disk, or written as something else); restore it from a backup.") from None
 
     def _aad(self, kid: bytes, purpose: bytes) -> bytes:
@@ -135,7 +144,7 @@ class Sealer:
     def _cipher_for(self, kid: bytes) -> AESGCM:
         cipher = self._ciphers.get(kid)
         if cipher is None:
-            raise SealingError(missing_key_message(kid.hex(), self.known_ids))
+            raise KeyNotOnHand(missing_key_message(kid.hex(), self.known_ids))
         return cipher
 
     # -- streams (large files) -----------------------------------------------------------------------------
@@ -186,7 +195,7 @@ class Sealer:
                 plain = cipher.decrypt(head[_SEGMENT_HEAD.size :], body,
                                        header + purpose + struct.pack("<Q?", number, last))
             except InvalidTag:
-                raise SealingError(f"segment {number} of a sealed file does not authenticate under key "
+                raise NotAuthentic(f"segment {number} of a sealed file does not authenticate under key "
                                    f"{header[5:].hex()} (the file was changed, cut or added to); restore it from a "
                                    "backup.") from None
             dst.write(plain)

@@ -155,8 +155,16 @@ class ClusterConfig(ConfigSection):
                   "majority of them has it. 3 survives the loss of one NATS server.")
     ] = 3
     credentials: Annotated[
-        str, Meta(description="A NATS .creds file to authenticate with (empty: none). Keep it readable only by "
-                  "the server's user.")
+        str, Meta(description="A NATS .creds file (user JWT and seed) to authenticate with (empty: none). It must "
+                  "be private to the server's user (0600).")
+    ] = ""
+    nkey_file: Annotated[
+        str, Meta(description="A file holding this node's NATS user nkey seed (SU...), as `persmem cluster up` and "
+                  "`persmem cluster user` write them (empty: none). It must be private to the server's user (0600).")
+    ] = ""
+    tls_ca_file: Annotated[
+        str, Meta(description="The CA certificate (PEM) the NATS servers' TLS certificates are checked against "
+                  "(empty: the system's CAs, and TLS only for tls:// servers).")
     ] = ""
     connect_timeout_seconds: Annotated[
         float, Meta(gt=0, le=300, description="How long startup waits for the cluster before it gives up.")

@@ -1,12 +1,16 @@
-"""`persmem cluster`: a local NATS JetStream cluster for trials (`up`) and what the configured one reports (`status`).
+"""`persmem cluster`: a local NATS JetStream cluster for trials (`up`), what the configured one reports (`status`),
+and a persmem node's NATS user for a cluster of your own (`user`).
 
 A production cluster runs nats-server under its own service manager (docs/scale-out.md); `up` is for trying
 scale-out on one machine: it starts N nats-server processes (persmem_core/local_cluster.py) and keeps them until
-Ctrl-C or SIGTERM.
+Ctrl-C or SIGTERM. Either way the servers let in only clients with an nkey of theirs, each persmem node with its
+own and only onto persmem's subjects and streams.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import threading
 from pathlib import Path
@@ -28,24 +32,42 @@ def cluster() -> None:
               help="Where configs, stores and logs go (kept between runs). Default: <persmem home>/nats-cluster.")
 @click.option("--port", default=4222, show_default=True, type=click.IntRange(0, 65535),
               help="Client port of the first node, the others following it; 0 picks free ports.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address the nodes listen on.")
-def up(nodes: int, root: Path | None, port: int, host: str) -> None:
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address the nodes listen on. Another than loopback turns TLS on (a CA made in --dir/tls).")
+@click.option("--clients", default="node1,node2,node3", show_default=True,
+              help="The persmem nodes that get a NATS user (an nkey seed file) each, comma-separated.")
+@click.option("--tls/--no-tls", "tls", default=None,
+              help="Speak TLS to clients and between servers. Default: on unless --host is loopback.")
+def up(nodes: int, root: Path | None, port: int, host: str, clients: str, tls: bool | None) -> None:
     """Start a local NATS JetStream cluster and keep it running until Ctrl-C (or SIGTERM), then stop it.
 
-    Prints the [cluster] lines to put in persmem.toml so persmem nodes on this machine use it."""
+    Only clients with credentials get in: each persmem node named in --clients has its own nkey (in --dir/auth,
+    0600), allowed persmem's subjects and streams only; admin.nk there may do anything (the `nats` tool). Prints
+    the [cluster] lines for each node's persmem.toml."""
     from persmem_core.commands import get_host
-    from persmem_core.local_cluster import NatsCluster
+    from persmem_core.local_cluster import ADMIN, NatsCluster
 
+    names = [name.strip() for name in clients.split(",") if name.strip()]
+    if not names or any(not name.replace("-", "").replace("_", "").isalnum() for name in names):
+        raise UserError(f"--clients {clients!r}: give the persmem nodes' names, comma-separated (letters, digits, - "
+                        "and _), e.g. --clients node1,node2.")
     root = root or get_host().home / "nats-cluster"
-    nats = NatsCluster(root, size=nodes, host=host, client_port=port)
+    nats = NatsCluster(root, size=nodes, host=host, client_port=port, clients=names, auth=True, tls=tls)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         nats.start()
+        secured = "credentials (an nkey per persmem node)" + (
+            f" and TLS (CA {nats.tls.ca_path})" if nats.tls is not None else " (plain: loopback only)")
         click.echo(f"NATS JetStream cluster of {nodes} node(s) up in {root} (logs: n1.log..n{nodes}.log there), "
-                   f"meta leader {nats.meta_leader() or '-'}. Put this in persmem.toml:")
-        click.echo("[cluster]")
-        click.echo(nats.servers_line())
+                   f"meta leader {nats.meta_leader() or '-'}. Clients need {secured}. In each persmem node's "
+                   "persmem.toml:")
+        for name in names:
+            click.echo(f"# {name}")
+            click.echo("[cluster]")
+            for line in nats.client_lines(name):
+                click.echo(line)
+        click.echo(f"The administrator's nkey (all subjects, for `nats --nkey ...`): {nats.seed_path(ADMIN)}")
         click.echo("Ctrl-C stops the cluster.")
         reported: set[str] = set()
         while not stop.wait(1.0):
@@ -59,6 +81,35 @@ def up(nodes: int, root: Path | None, port: int, host: str) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("NATS cluster stopped.")
+
+
+@cluster.command()
+@click.argument("name")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the seed (0600; never replaces a file). Default: <persmem home>/nats-NAME.nk.")
+def user(name: str, out: Path | None) -> None:
+    """Make NATS credentials for persmem node NAME: an nkey seed file for its [cluster] nkey_file, and the entry for
+    every NATS server's `authorization { users: [...] }`, allowed persmem's subjects and streams only."""
+    from persmem_core.commands import get_host
+    from persmem_core.local_cluster import new_nkey_seed, nkey_user_entry, node_permissions
+
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise UserError(f"{name!r}: name the node with letters, digits, - and _.")
+    out = (out or get_host().home / f"nats-{name}.nk").expanduser().absolute()
+    seed, public = new_nkey_seed()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise UserError(f"{out} exists; it is not replaced (a node may use it). Choose another --out, or remove "
+                        "it first if it is no longer used.") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(seed + b"\n")
+    click.echo(f"# {name}: the seed is in {out} (0600). In {name}'s persmem.toml:")
+    click.echo("[cluster]")
+    click.echo(f"nkey_file = {json.dumps(str(out))}")
+    click.echo("# In every NATS server's config, inside authorization { users: [ ... ] }:")
+    click.echo(nkey_user_entry(public, node_permissions()))
 
 
 @cluster.command()

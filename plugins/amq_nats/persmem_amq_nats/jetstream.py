@@ -15,6 +15,12 @@
 - Message bytes are not kept in the view: `fetch` reads them by sequence (direct get, any replica; from the
   stream leader when a replica lags), after a small cache of the newest ones (`CACHE_BYTES`). amq_maildir parses
   each message once and keeps the parsed message, as it does with Maildir files.
+- Bound to their place (persmem_core.nats_link.StreamBinding; docs/scale-out.md): with the home's key, a delivery
+  is the message bytes sealed again with associated data naming its subject (the mailbox), its message id and its
+  name, and a claim's value is sealed for its key. A delivery copied into another mailbox or under another name,
+  or one not sealed at all, does not open: it is logged and left out of the view, never listed or read. A claim
+  that does not open is left out too, and a reader finding one in the way replaces it. Deliveries and claims
+  stored by an earlier persmem (before the stream's first binding marker, `persmem.amq._binding`) read as before.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ import nats.errors
 import nats.js.api as api
 import nats.js.errors
 
-from persmem_core.nats_link import NatsLink, stream_problems
+from persmem_core.nats_link import FrameRefused, NatsLink, StreamBinding, stream_problems
+from persmem_core.sealing import KeyNotOnHand, Sealer, SealingError
 
 from .view import MailView
 
@@ -43,6 +50,7 @@ STREAM = "PERSMEM_AMQ"
 PREFIX = "persmem.amq."
 SUBJECTS = PREFIX + ">"
 CLAIMS = "persmem_amq_claims"
+MARKER = PREFIX + "_binding"  # where the stream's binding marker is (no mailbox is called that)
 NAME_HEADER = "Persmem-Name"
 DUPLICATE_WINDOW = 120.0  # seconds JetStream remembers a message id (a retried publish is stored once)
 ATTEMPT_SECONDS = 2.0  # one publish or claim attempt; retried until [cluster] request_timeout_seconds
@@ -69,9 +77,12 @@ class JetStreamMail:
     """The backend. `open(link, replicas)` makes the stream and the bucket if they are missing, starts the view
     and waits until it has caught up."""
 
-    def __init__(self, link: NatsLink, replicas: int):
+    def __init__(self, link: NatsLink, replicas: int, sealer: Sealer | None = None):
         self.link = link
         self.replicas = replicas
+        sealer = sealer or Sealer.plain()
+        self.binding = StreamBinding(link, sealer, STREAM, b"persmem.amq.delivery", MARKER, None)
+        self.claim_binding = StreamBinding(link, sealer, f"KV_{CLAIMS}", b"persmem.amq.claim", "", None)
         self.timeout = link.config.request_timeout_seconds
         self.view = MailView()
         self._kv = None
@@ -85,8 +96,9 @@ class JetStreamMail:
         self._closed = False
 
     @classmethod
-    def open(cls, link: NatsLink, replicas: int) -> JetStreamMail:
-        mail = cls(link, replicas)
+    def open(cls, link: NatsLink, replicas: int, sealer: Sealer | None = None) -> JetStreamMail:
+        """`sealer`: the home's (host.sealer), which deliveries and claims are sealed and bound with."""
+        mail = cls(link, replicas, sealer)
         wait = max(link.config.connect_timeout_seconds, link.config.request_timeout_seconds) + 60
         link.run(mail._start(), timeout=wait)
         return mail
@@ -135,7 +147,7 @@ class JetStreamMail:
                     out[name] = data
         if missing:
             wait = self.timeout * (1 + len(missing) // FETCH_BATCH) + 5
-            out |= self.link.run(self._get_many(missing), timeout=wait)
+            out |= self.link.run(self._get_many(box, missing), timeout=wait)
         return out
 
     def close(self) -> None:
@@ -157,6 +169,14 @@ class JetStreamMail:
                                       self.replicas)
         self._kv = await self.link.placed(lambda: ensure_claims(js, self.replicas), f"the claims bucket {CLAIMS}",
                                           self.replicas)
+
+        async def claims_next() -> dict:  # claims from here on are sealed too: said in the marker
+            return {"claims_from": (await js.stream_info(f"KV_{CLAIMS}")).state.last_seq + 1}
+
+        said = await self.binding.establish(claims_next)
+        self.claim_binding.bound_from = int(said.get("claims_from", 0))
+        if self.binding.bound_from:  # the marker may have been published just now
+            info = await js.stream_info(STREAM)
         target = info.state.last_seq
         caught_up = asyncio.Event()
         if target == 0 or info.state.messages == 0:  # nothing to read (a purged stream keeps its last sequence)
@@ -176,14 +196,32 @@ class JetStreamMail:
         await self._claims_ready.wait()
 
     def _apply(self, msg) -> None:
+        seq = msg.metadata.sequence.stream
+        if msg.subject == MARKER:
+            self.view.passed(seq)
+            return
         box = msg.subject[len(PREFIX):]
-        name = (msg.headers or {}).get(NAME_HEADER, "")
+        headers = msg.headers or {}
+        name = headers.get(NAME_HEADER, "")
         if not BOX_RE.fullmatch(box) or not NAME_RE.fullmatch(name):
             log.warning("amq: stream %s sequence %d is not a persmem delivery (subject %s); left out", STREAM,
-                        msg.metadata.sequence.stream, msg.subject)
+                        seq, msg.subject)
+            self.view.passed(seq)
             return
-        seq = msg.metadata.sequence.stream
-        self._remember(seq, msg.data)
+        try:
+            data = self.binding.open(seq, msg.data or b"", msg.subject, headers.get("Nats-Msg-Id", ""), name)
+        except FrameRefused as exc:
+            log.error("amq: a delivery to %s called %s was refused, not delivered: %s", box, name[:80], exc)
+            self.view.passed(seq)
+            return
+        except KeyNotOnHand as exc:
+            if self.binding.on:  # a node with another key, or a forgery naming one: nothing this node can check
+                log.error("amq: the delivery at %s sequence %d is sealed under a key this node does not have, so it "
+                          "is left out (%s)", STREAM, seq, exc)
+                self.view.passed(seq)
+                return
+            data = msg.data  # no key here at all: listed, and reading it says which key it needs
+        self._remember(seq, data)
         self.view.add(box, name, seq)
 
     async def _watch(self) -> None:
@@ -199,8 +237,18 @@ class JetStreamMail:
                 continue
             if entry.__class__.__name__ == "StopIterSentinel":
                 return
-            if entry.operation is None and (found := parse_claim_key(entry.key)):
+            if entry.operation is None and (found := parse_claim_key(entry.key)) and self._genuine(entry):
                 self.view.claim(*found)
+
+    def _genuine(self, entry) -> bool:
+        """Whether a claims-bucket entry is a node's claim (sealed for its key, with the key on), else logged."""
+        try:
+            self.claim_binding.open(entry.revision, entry.value or b"", entry.key, "")
+            return True
+        except (FrameRefused, SealingError) as exc:
+            log.error("amq: the claim %s (revision %d) is not a persmem node's and is left out: %s", entry.key,
+                      entry.revision, exc)
+            return False
 
     async def _stop(self) -> None:
         if self._watch_task is not None:
@@ -214,11 +262,12 @@ class JetStreamMail:
 
     async def _publish(self, box: str, name: str, data: bytes) -> None:
         headers = {"Nats-Msg-Id": f"{box}/{name}", NAME_HEADER: name}
+        frame = self.binding.seal(data, PREFIX + box, headers["Nats-Msg-Id"], name)
         deadline = time.monotonic() + self.timeout
         attempt = 0
         while True:
             try:
-                ack = await self.link.js.publish(PREFIX + box, data, timeout=_left(deadline), stream=STREAM,
+                ack = await self.link.js.publish(PREFIX + box, frame, timeout=_left(deadline), stream=STREAM,
                                                  headers=dict(headers))
                 break
             except RETRY as exc:
@@ -238,19 +287,28 @@ class JetStreamMail:
     async def _claim(self, box: str, name: str) -> bool:
         key = claim_key(box, name)
         token = json.dumps({"node": self.link.node, "at": time.time(), "token": secrets.token_hex(8)}).encode()
+        token = self.claim_binding.seal(token, key, "")
         deadline = time.monotonic() + self.timeout
         tried = False
+        replace = None  # the revision of a claim in the way that no node made
         while True:
             try:
-                await asyncio.wait_for(self._kv.create(key, token), _left(deadline))
+                if replace is None:
+                    await asyncio.wait_for(self._kv.create(key, token), _left(deadline))
+                else:
+                    await asyncio.wait_for(self._kv.update(key, token, last=replace), _left(deadline))
                 self.view.claim(box, name)
                 return True
             except nats.js.errors.KeyWrongLastSequenceError:
-                if tried:  # an earlier attempt may have won and lost its answer: the token says whose it is
-                    entry = await asyncio.wait_for(self._kv.get(key), _left(deadline))
-                    if entry.value == token:
-                        self.view.claim(box, name)
-                        return True
+                entry = await asyncio.wait_for(self._kv.get(key), _left(deadline))
+                if tried and entry.value == token:  # an earlier attempt won and lost its answer: the token says so
+                    self.view.claim(box, name)
+                    return True
+                if self.claim_binding.on and not self._genuine(entry):
+                    if entry.revision == replace:  # unchanged: the update's answer was lost, ask again
+                        continue
+                    replace = entry.revision  # a forged claim: take its place
+                    continue
                 self.view.claim(box, name)  # someone else's: read
                 return False
             except RETRY as exc:
@@ -260,15 +318,15 @@ class JetStreamMail:
                                        f"{self.timeout:g} s (last: {type(exc).__name__})") from None
                 await asyncio.sleep(0.1)
 
-    async def _get_many(self, wanted: list[tuple[str, int]]) -> dict[str, bytes]:
+    async def _get_many(self, box: str, wanted: list[tuple[str, int]]) -> dict[str, bytes]:
         out = {}
         for start in range(0, len(wanted), FETCH_BATCH):
             batch = wanted[start:start + FETCH_BATCH]
-            got = await asyncio.gather(*(self._get(seq) for _, seq in batch))
+            got = await asyncio.gather(*(self._get(box, name, seq) for name, seq in batch))
             out |= {name: data for (name, _), data in zip(batch, got, strict=True) if data is not None}
         return out
 
-    async def _get(self, seq: int) -> bytes | None:
+    async def _get(self, box: str, name: str, seq: int) -> bytes | None:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -276,9 +334,12 @@ class JetStreamMail:
                     msg = await self.link.js.get_msg(STREAM, seq, direct=True)
                 except nats.js.errors.NotFoundError:  # a replica that has not got it yet: ask the leader
                     msg = await self.link.js.get_msg(STREAM, seq)
-                data = msg.data or b""
+                data = self.binding.open(seq, msg.data or b"", PREFIX + box, f"{box}/{name}", name)
                 self._remember(seq, data)
                 return data
+            except FrameRefused as exc:  # the view holds only what opened: this is a changed stream
+                log.error("amq: %s sequence %d, read as %s/%s, was refused: %s", STREAM, seq, box, name, exc)
+                return None
             except nats.js.errors.NotFoundError:
                 log.warning("amq: stream %s has no message %d any more", STREAM, seq)
                 return None
@@ -343,17 +404,18 @@ def check_stream(link: NatsLink, replicas: int) -> tuple[list[str], str]:
     async def look():
         js = link.js
         try:
-            info = await js.stream_info(STREAM)
+            info = await js.stream_info(STREAM, subjects_filter=MARKER)
         except nats.js.errors.NotFoundError:
             return [], f"stream {STREAM} not made yet (the first persmem server on the cluster makes it)"
         problems = stream_problems(info, replicas)
+        messages = info.state.messages - sum((info.state.subjects or {}).values())  # deliveries, not markers
         cluster = info.cluster
         try:
             claims = (await js.stream_info(f"KV_{CLAIMS}")).state.messages
         except nats.js.errors.NotFoundError:
             claims = 0
         leader = cluster.leader if cluster else None
-        return problems, (f"stream {STREAM}: {info.state.messages} message(s), {claims} claimed, replicas "
+        return problems, (f"stream {STREAM}: {messages} message(s), {claims} claimed, replicas "
                           f"{info.config.num_replicas}" + (f", leader {leader}" if leader else ""))
 
     return link.run(look())

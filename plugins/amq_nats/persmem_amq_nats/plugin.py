@@ -14,7 +14,7 @@ def amq_backend(host):
         return None
     from .jetstream import JetStreamMail
 
-    return JetStreamMail.open(host.cluster, host.section("cluster").replicas)
+    return JetStreamMail.open(host.cluster, host.section("cluster").replicas, host.sealer)
 
 
 @hookimpl

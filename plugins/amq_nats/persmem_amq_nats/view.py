@@ -37,6 +37,11 @@ class MailView:
             self.generation += 1
             return True
 
+    def passed(self, seq: int) -> None:
+        """A stream message that is not a delivery (a marker, or one refused): read past, nothing listed."""
+        with self._lock:
+            self.last_seq = max(self.last_seq, seq)
+
     def claim(self, box: str, name: str) -> bool:
         """A claim; False when the view had it already."""
         with self._lock:

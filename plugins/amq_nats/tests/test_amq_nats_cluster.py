@@ -4,6 +4,7 @@ nodes claim each message once; a NATS server killed with SIGKILL during a send l
 and gives none to two readers; `persmem amq migrate` moves a Maildir (read and unread mail) into the cluster."""
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -215,6 +216,8 @@ def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster_and_
     assert copies == {i: "cur" if i in ids[:2] else "new" for i in ids}
 
     nodes = mail_nodes(tmp_path / "node", nats_cluster.urls)
+    (tmp_path / "node" / "node1").mkdir(parents=True)  # a node of the same cluster: the same key (docs/scale-out.md)
+    shutil.copy2(home / "persmem.key", tmp_path / "node" / "node1" / "persmem.key")
     node = nodes.start()
     try:
         history = {m["id"]: m["status"] for m in call(node, "amq_history", "wren", limit=100)["messages"]}

@@ -17,8 +17,16 @@ to one stream, and every persmem node applies that stream to its own log, rows a
 - A new node (a collection folder without a log) starts from the newest snapshot in the object store
   `persmem_memory_snapshots` (the collection's files as some node saved them, and the sequence they reach)
   and follows the stream from there (`restore_snapshot`, `publish_snapshot`).
-- With [encryption] enabled, messages and snapshots are sealed with the home's key (purpose `memory.replica`):
-  every node of one cluster needs the same key file.
+- With [encryption] enabled, messages and snapshots are sealed with the home's key: every node of one cluster
+  needs the same key file. Each is bound to its place (persmem_core.nats_link.StreamBinding, docs/scale-out.md):
+  a write's associated data names its subject (the collection), its message id and the sequence of the write
+  before it on that subject (`Nats-Expected-Last-Subject-Sequence`), so a write copied to another collection (a
+  private one's turns into a shared one), replayed later in the same one, or not sealed at all does not open: it
+  is logged and passed over on every node alike, its place kept. A follower checks each write's "before" against
+  the write it received before it (and the first one against the stream). A snapshot is sealed as a whole with
+  its collection and the sequence it reaches; one that does not open is not used (the node replays the stream).
+  Writes stored by an earlier persmem (before the stream's first marker, `persmem.memory._binding`) and its
+  snapshots read as before: the writes as they are, the snapshots not at all (the stream is replayed instead).
 """
 
 from __future__ import annotations
@@ -39,8 +47,8 @@ from pathlib import Path
 import msgspec
 
 from persmem_core import UserError
-from persmem_core.nats_link import stream_problems
-from persmem_core.sealing import Sealer, SealingError
+from persmem_core.nats_link import FrameRefused, StreamBinding, bound_purpose, stream_problems
+from persmem_core.sealing import KeyNotOnHand, Sealer, SealingError, is_sealed
 
 from .log import WriteFailed
 from .records import Entry
@@ -50,7 +58,11 @@ log = logging.getLogger("persmem.memory")
 STREAM = "PERSMEM_MEMORY"
 SUBJECT_PREFIX = "persmem.memory."
 SNAPSHOTS = "persmem_memory_snapshots"  # object store bucket: one object per collection, its newest snapshot
-PURPOSE = b"memory.replica"  # what a sealed stream message is sealed as
+PURPOSE = b"memory.replica"  # what a stream message was sealed as before messages were bound to their place
+WRITE_KIND = b"persmem.memory.write"  # what a bound stream message is sealed as (with its place: StreamBinding)
+SNAPSHOT_KIND = b"persmem.memory.snapshot"  # a snapshot, sealed with its collection and the sequence it reaches
+MARKER = SUBJECT_PREFIX + "_binding"  # the stream's binding marker (no collection is called that)
+BEFORE = "Nats-Expected-Last-Subject-Sequence"  # the header holding the write before this one on its subject
 MAX_MESSAGE = 8 << 20  # a bulk store of 1,000 memories with their text fits; the stream refuses larger
 REFUSE_AFTER_TIMEOUT = 5.0  # seconds writes are refused at once after one waited the whole timeout (no quorum):
 # a write waits for the cluster under its collection's write lock, which holds that node's searches of it too
@@ -85,6 +97,7 @@ class Replication:
 
     def __init__(self, link, sealer: Sealer, *, replicas: int, timeout: float):
         self.link, self.sealer, self.replicas, self.timeout = link, sealer, replicas, timeout
+        self.binding = StreamBinding(link, sealer, STREAM, WRITE_KIND, MARKER, PURPOSE)
         self._followers: list[Follower] = []
         self._watcher = None
         self._known: set[str] = set()  # collections watch_collections has reported
@@ -116,6 +129,7 @@ class Replication:
                     bucket=SNAPSHOTS, replicas=self.replicas, storage=StorageType.FILE,
                     description="persmem: the newest snapshot of each memory collection")),
                     f"the snapshot bucket {SNAPSHOTS}", self.replicas)
+            await self.binding.establish()
             return info
 
         # Placing the stream and the bucket each waits up to connect_timeout_seconds for a cluster still forming
@@ -143,14 +157,16 @@ class Replication:
         problems = stream_problems(info, self.replicas)
         cluster = info.cluster
         leader = f", leader {cluster.leader}" if cluster and cluster.leader else ""
-        return problems, (f"stream {STREAM}: {info.state.messages} write(s) to {len(info.state.subjects or {})} "
+        subjects = dict(info.state.subjects or {})
+        markers = subjects.pop(MARKER, 0)
+        return problems, (f"stream {STREAM}: {info.state.messages - markers} write(s) to {len(subjects)} "
                           f"collection(s), replicas {info.config.num_replicas}{leader}")
 
     def collections(self) -> list[str]:
         """The collections the stream holds writes of (some may not be open on this node yet)."""
         info = self._run(lambda: self.link.js.stream_info(STREAM, subjects_filter=SUBJECT_PREFIX + ">"),
                          "list collections")
-        return sorted(name[len(SUBJECT_PREFIX):] for name in (info.state.subjects or {}))
+        return sorted(name[len(SUBJECT_PREFIX):] for name in (info.state.subjects or {}) if name != MARKER)
 
     def last_seq(self, collection: str) -> int:
         """The stream sequence of the collection's newest write (0: none)."""
@@ -172,7 +188,8 @@ class Replication:
         from nats.errors import Error as NatsError
         from nats.js.errors import APIError
 
-        data = self.sealer.seal(_encoder.encode(entries), PURPOSE)
+        msg_id = secrets.token_hex(16)
+        data = self.binding.seal(_encoder.encode(entries), subject(collection), msg_id, expected)
         if len(data) > MAX_MESSAGE:
             raise UserError(f"this write is {len(data):,} bytes, more than the cluster takes in one message "
                             f"({MAX_MESSAGE:,}); store fewer memories per call.")
@@ -180,7 +197,7 @@ class Replication:
             raise ReplicationFailed(
                 f"the NATS cluster did not confirm a write in the last {REFUSE_AFTER_TIMEOUT:g} s, so this one was not "
                 "tried; nothing was stored. Try again shortly; `persmem cluster status` shows the cluster.")
-        headers = {"Nats-Msg-Id": secrets.token_hex(16), "Nats-Expected-Last-Subject-Sequence": str(expected)}
+        headers = {"Nats-Msg-Id": msg_id, BEFORE: str(expected)}
         deadline = time.monotonic() + self.timeout
         problem = ""
         while True:
@@ -224,7 +241,17 @@ class Replication:
 
         async def _seen(msg):
             name = msg.subject[len(SUBJECT_PREFIX):]
-            if name not in self._known:
+            if name not in self._known and msg.subject != MARKER:
+                seq = msg.metadata.sequence.stream
+                try:  # only a write a node made opens a collection here (not a name someone else published to)
+                    full = await link.js.get_msg(STREAM, seq)
+                    self.open_write(seq, full.data or b"", name, full.headers or {})
+                except FrameRefused as exc:
+                    log.error("memory: a write to %r was refused, so it opens no collection here: %s", name[:80], exc)
+                    return
+                except Exception as exc:  # noqa: BLE001 - another key, garbage, or the cluster not answering:
+                    log.warning("memory: a write to %r at %d could not be checked (%s); the collection is opened "
+                                "anyway, and its follower decides", name[:80], seq, exc)
                 self._known.add(name)
                 link.loop.run_in_executor(None, opened, name)
 
@@ -245,8 +272,26 @@ class Replication:
             follower.stop()
         self._followers.clear()
 
-    def decode(self, data: bytes) -> list:
-        return _decoder.decode(self.sealer.open(data, PURPOSE))
+    def open_write(self, seq: int, data: bytes, collection: str, headers: dict) -> list:
+        """The log entries of the stream message `seq` of `collection`, once it opens as a write made for that
+        collection with the "before" its headers say (FrameRefused when it does not; KeyNotOnHand when it is
+        sealed under a key this node lacks). Whether that "before" is right is the follower's to check."""
+        before = headers.get(BEFORE, "")
+        return _decoder.decode(self.binding.open(seq, data, subject(collection), headers.get("Nats-Msg-Id", ""),
+                                                 int(before) if before.isdigit() else before))
+
+    def previous_on_subject(self, collection: str, before: int, seq: int) -> bool:
+        """Whether the write at `seq` directly follows the one at `before` on the collection's subject (nothing of
+        that collection between them), asked of the stream."""
+        from nats.js.errors import NotFoundError
+
+        async def _next():
+            try:
+                return (await self.link.js.get_msg(STREAM, seq=before + 1, subject=subject(collection), next=True)).seq
+            except NotFoundError:
+                return 0
+
+        return self._run(_next, "check a write's place") == seq
 
     # -- snapshots ----------------------------------------------------------------------------------------
     def snapshot_seq(self, collection: str) -> int:
@@ -273,12 +318,14 @@ class Replication:
         try:
             if self.snapshot_seq(collection) > newer_than:  # another node put one since this node's last
                 return False
-            with tempfile.TemporaryFile() as spool:
-                with tarfile.open(fileobj=spool, mode="w") as tar:
+            with tempfile.TemporaryFile() as plain, tempfile.TemporaryFile() as spool:
+                with tarfile.open(fileobj=plain, mode="w") as tar:
                     for name, (f, size) in files.items():
                         info = tarfile.TarInfo(name)
                         info.size = size
                         tar.addfile(info, f)
+                plain.seek(0)  # sealed as a whole, for this collection and this sequence (plain without a key)
+                self.sealer.seal_stream(plain, spool, bound_purpose(SNAPSHOT_KIND, collection, applied_seq))
                 size = spool.tell()
                 meta = ObjectMeta(name=collection, description=f"applied_seq {applied_seq}",
                                   headers={"Persmem-Applied-Seq": str(applied_seq)})
@@ -318,9 +365,13 @@ class Replication:
                     continue
                 if got is None or not spool.tell():
                     return 0
+                applied_seq = _applied_seq(got.info.headers)
                 spool.seek(0)
+                plain = self._open_snapshot(collection, spool, applied_seq)
+                if plain is None:
+                    return 0
                 folder.mkdir(parents=True, exist_ok=True)
-                with tarfile.open(fileobj=spool, mode="r") as tar:
+                with plain, tarfile.open(fileobj=plain, mode="r") as tar:
                     for member in tar.getmembers():
                         if member.name not in SNAPSHOT_FILES or not member.isfile():
                             raise UserError(f"the snapshot of {collection!r} holds {member.name!r}, which is not a "
@@ -330,8 +381,29 @@ class Replication:
                             shutil.copyfileobj(tar.extractfile(member), out, 1 << 20)
                             out.flush()
                             os.fsync(out.fileno())
-                return _applied_seq(got.info.headers)
+                return applied_seq
         return 0
+
+    def _open_snapshot(self, collection: str, spool, applied_seq: int):
+        """The snapshot's tar (a temporary file, at its start) once it opens as this collection's at `applied_seq`;
+        None (logged) when it does not: the collection then starts from the stream's first write instead."""
+        plain = tempfile.TemporaryFile()
+        head = spool.read(4)
+        spool.seek(0)
+        if self.sealer.enabled and not is_sealed(head):
+            log.warning("memory: the snapshot of %s is not sealed (an earlier persmem's, or not a node's): not used; "
+                        "the collection is built from the memory stream instead", collection)
+            plain.close()
+            return None
+        try:
+            self.sealer.open_stream(spool, plain, bound_purpose(SNAPSHOT_KIND, collection, applied_seq))
+        except SealingError as exc:
+            log.error("memory: the snapshot of %s does not open as this collection's at sequence %d (%s): not used; "
+                      "the collection is built from the memory stream instead", collection, applied_seq, exc)
+            plain.close()
+            return None
+        plain.seek(0)
+        return plain
 
     def _run(self, make, what: str, timeout: float | None = None):
         """Run the coroutine `make()` makes on the link's loop. Reads and creations that may be asked again: a
@@ -365,6 +437,7 @@ class Follower:
         self._thread = threading.Thread(target=self._run, name=f"memory-follow-{collection}", daemon=True)
         self._subscription = None
         self._stopped = False
+        self._last = None  # the sequence of the last message of the collection received (None: none yet)
         self.failed: BaseException | None = None  # what stopped it applying (the log has the traceback)
 
     def start(self) -> Follower:
@@ -373,7 +446,7 @@ class Follower:
         link = self.replication.link
 
         async def _received(msg):
-            self._queue.put((msg.metadata.sequence.stream, msg.data))
+            self._queue.put((msg.metadata.sequence.stream, msg.data, msg.headers or {}))
             while self._queue.qsize() > QUEUE_LIMIT and not self._stopped:  # the applier is behind: hold the
                 await asyncio.sleep(0.01)  # consumer (flow control pauses the server), not a growing queue
 
@@ -404,9 +477,12 @@ class Follower:
             item = self._queue.get()
             batch = []
             while item is not None:
-                seq, data = item
+                seq, data, headers = item
                 try:
-                    batch.append((seq, self.replication.decode(data)))
+                    batch.append((seq, self._open(seq, data, headers)))
+                except FrameRefused as exc:  # not a node's write for this place: passed over on every node alike
+                    log.error("memory: a write to %s was refused, not applied: %s", self.collection, exc)
+                    batch.append((seq, []))
                 except SealingError as exc:  # another key: applying nothing more is right, skipping would lose data
                     log.error("memory: stream message %d of %s does not open with this node's key (%s); this node "
                               "stops following it. Every node of a cluster needs the same key.", seq,
@@ -435,6 +511,25 @@ class Follower:
                     return
             if item is None:
                 return
+
+    def _open(self, seq: int, data: bytes, headers: dict) -> list:
+        """A received message's entries once it opens as a write of this collection whose "before" is the message
+        received before it (the first one's is asked of the stream). FrameRefused otherwise."""
+        last, self._last = self._last, seq
+        entries = self.replication.open_write(seq, data, self.collection, headers)
+        if not self.replication.binding.on or seq < self.replication.binding.bound_from:
+            return entries  # unbound: written before binding began, or no key to bind with
+        before = int(headers.get(BEFORE, "-1"))  # opened, so it is the number it was sealed with
+        if last is not None:
+            in_place = before == last
+        else:
+            in_place = self.replication.previous_on_subject(self.collection, before, seq)
+        if not in_place:
+            raise FrameRefused(f"{STREAM} sequence {seq} was sealed to follow the write at {before}, but it follows "
+                               f"{last if last is not None else 'another one'}: it is an earlier write published "
+                               "again (replayed), and is refused (check who can reach the NATS servers: `persmem "
+                               "doctor`)")
+        return entries
 
 
 def _applied_seq(headers) -> int:

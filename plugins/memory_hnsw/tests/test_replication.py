@@ -1,15 +1,23 @@
 """Replicated collections (replication.py) on a real three-node NATS JetStream cluster, two nodes in this process
 (each with its own connection, folder and embedder thread): what the end-to-end tests (tests/test_scale_out.py)
 cannot reach from outside: a write torn by a crash on a follower, a message no persmem node wrote, a node with
-another key, and compare-and-set between two writers."""
+another key, and compare-and-set between two writers. The cluster is closed (an nkey per node, as `persmem
+cluster up` makes it), and a client with a node's NATS credentials but not the key tries what issue 32 did: a
+private collection's sealed write copied onto a shared collection's subject, an earlier write replayed, an
+unsealed write, another collection's snapshot; every node refuses each alike and writes go on."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import secrets
 import threading
 
 import msgspec
+import nats
 import pytest
 
+from persmem_core.local_cluster import NatsCluster
 from persmem_core.nats_link import NatsLink
 from persmem_core.sealing import Sealer
 from persmem_core.settings import ClusterConfig
@@ -18,9 +26,20 @@ from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
 from persmem_memory_hnsw.embedding import BackgroundEmbedder
 from persmem_memory_hnsw.log import LOG_NAME, read_frames
-from persmem_memory_hnsw.replication import Replication, subject
+from persmem_memory_hnsw.replication import STREAM, Replication, subject
 
 pytestmark = pytest.mark.timeout(300)
+KEY = Sealer({"cc" * 8: bytes([3]) * 32}, "cc" * 8, True)  # the key every node of the cluster shares
+
+
+@pytest.fixture
+def nats_cluster(tmp_path):
+    """A closed three-node cluster: only clients with an nkey get in (node1, node2, and the attacker's node3)."""
+    cluster = NatsCluster(tmp_path / "nats", size=3, auth=True)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="module")
@@ -31,21 +50,22 @@ def embedder():
 class Node:
     """One persmem node's memory, in this process: its own NATS connection, folder and background embedder."""
 
-    def __init__(self, root, urls, embedder, name, sealer=None):
-        self.root, self.urls, self.embedder, self.name = root, urls, embedder, name
+    def __init__(self, root, cluster, embedder, name, sealer=None, collection="memories"):
+        self.root, self.cluster, self.embedder, self.name = root, cluster, embedder, name
         self.sealer = sealer or Sealer.plain()
+        self.collection = collection
         self.col = None
 
     def open(self, embed: bool = True) -> Collection:
         """Open and follow the stream; without `embed`, memories waiting for vectors stay waiting."""
-        self.link = NatsLink(ClusterConfig(servers=self.urls, node=self.name)).connect()
+        self.link = NatsLink(ClusterConfig(**self.cluster.client_settings("node1"), node=self.name)).connect()
         self.replication = Replication(self.link, self.sealer, replicas=3, timeout=10)
         self.replication.ensure_stream()
         self.embedding = BackgroundEmbedder()
         if embed:
             self.embedding.start()
-        col = Collection("memories", self.root / self.name, self.embedder, MemoryConfig(), self.sealer,
-                         self.embedding, self.replication).open()
+        col = Collection(self.collection, self.root / f"{self.name}-{self.collection}", self.embedder, MemoryConfig(),
+                         self.sealer, self.embedding, self.replication).open()
         try:
             col.follow()
         except BaseException:
@@ -70,8 +90,8 @@ class Node:
 def nodes(tmp_path, nats_cluster, embedder):
     made: list[Node] = []
 
-    def make(name: str, sealer=None) -> Node:
-        made.append(Node(tmp_path, nats_cluster.urls, embedder, name, sealer))
+    def make(name: str, sealer=None, collection="memories") -> Node:
+        made.append(Node(tmp_path, nats_cluster, embedder, name, sealer, collection))
         return made[-1]
 
     yield make
@@ -102,30 +122,29 @@ def test_a_write_torn_by_a_crash_on_a_follower_is_applied_whole_when_it_comes_ba
     assert set(stored_ids) <= ids(b.col) and not b.col.rows.unembedded
     b.close()
     # a crash while b logged that last write: only its first entry reached the disk
-    log_path = b.root / "b" / LOG_NAME
+    log_path = b.root / "b-memories" / LOG_NAME
     frames = [(start, entry) for start, _, entry in read_frames(log_path.read_bytes(), None, log_path)]
     ours = [start for start, entry in frames if entry.seq == last]
     assert len(ours) == 3
     with open(log_path, "r+b") as f:
         f.truncate(ours[1])
     for name in ("checkpoint.bin", "checkpoint.bin.meta.json", "vectors.hnsw", "vectors.hnsw.meta.json"):
-        (b.root / "b" / name).unlink(missing_ok=True)  # as if they were saved before that write
+        (b.root / "b-memories" / name).unlink(missing_ok=True)  # as if they were saved before that write
     col = b.open(embed=False)  # b embeds nothing itself: what it has comes from the stream
     assert set(stored_ids) <= ids(col)
     assert not col.rows.unembedded  # the torn write was applied again, whole: every memory has its vectors
     assert col.rows.applied_seq == last
 
 
-def test_a_message_no_persmem_node_wrote_is_passed_over_and_writes_go_on(nodes):
+def test_a_message_no_persmem_node_wrote_is_passed_over_and_writes_go_on(nodes, nats_cluster):
     a = nodes("a").open()
-    link = nodes("x")
-    link.link = NatsLink(ClusterConfig(servers=link.urls)).connect()
-    link.link.run(link.link.js.publish(subject("memories"), b"\x00 not a persmem write"))
+    link = NatsLink(ClusterConfig(**nats_cluster.client_settings("node3"))).connect()
+    link.run(link.js.publish(subject("memories"), b"\x00 not a persmem write"))
     b = nodes("b").open()  # follows past it instead of waiting for it forever
     stored = a.store([note("The staging database listens on port 6543.")], author="kite")
     b.wait_applied(a.rows.applied_seq, timeout=10)
     assert stored[0]["id"] in ids(b)
-    link.link.close()
+    link.close()
 
 
 def test_a_node_with_another_key_stops_following_and_says_so(nodes, tmp_path):
@@ -157,3 +176,118 @@ def test_two_writers_on_two_nodes_end_in_the_same_state(nodes):
     assert on_a.version == on_b.version == 21  # every update is a version, in one order on both nodes
     assert msgspec.structs.replace(on_a, labels=[]) == msgspec.structs.replace(on_b, labels=[])
 
+
+
+# -- issue 32: a client that reaches NATS, with a node's credentials but without the key ------------------------------
+
+class Intruder:
+    """A NATS client with node3's credentials (or none) and no key: reads stream messages and publishes copies."""
+
+    def __init__(self, cluster, client="node3"):
+        self.options = cluster.connect_options(client)
+
+    def run(self, work):
+        async def session():
+            nc = await nats.connect(**self.options, connect_timeout=3, allow_reconnect=False,
+                                    max_reconnect_attempts=0, error_cb=_quiet)
+            try:
+                return await work(nc.jetstream(timeout=5))
+            finally:
+                await nc.close()
+
+        return asyncio.run(session())
+
+    def copy(self, seq: int, to: str, **change_headers) -> int:
+        """Publish message `seq` of the memory stream again, onto collection `to`'s subject, with its headers
+        (as changed) and the "before" JetStream wants now (else JetStream would not take it); its new sequence."""
+        async def work(js):
+            msg = await js.get_msg(STREAM, seq)
+            headers = {k: v for k, v in (msg.headers or {}).items() if not k.startswith("Nats-") or k == "Nats-Msg-Id"}
+            headers.update(change_headers)
+            try:
+                last = (await js.get_last_msg(STREAM, subject(to))).seq
+            except nats.js.errors.NotFoundError:
+                last = 0
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(last)
+            headers["Nats-Msg-Id"] = secrets.token_hex(16)  # not held by the duplicate window
+            return (await js.publish(subject(to), msg.data, headers=headers)).seq
+
+        return self.run(work)
+
+    def publish(self, to: str, data: bytes) -> int:
+        async def work(js):
+            return (await js.publish(subject(to), data, headers={"Nats-Msg-Id": secrets.token_hex(16)})).seq
+
+        return self.run(work)
+
+
+async def _quiet(exc):  # nats-py prints connection errors by default
+    pass
+
+
+def test_a_client_without_credentials_cannot_connect_to_read_the_memory_stream(nats_cluster):
+    with pytest.raises(Exception, match="Authorization Violation"):
+        Intruder(nats_cluster, client=None).run(lambda js: js.stream_info(STREAM))
+
+
+def test_writes_moved_to_another_collection_replayed_or_unsealed_are_refused_on_every_node(nodes, nats_cluster,
+                                                                                         caplog):
+    caplog.set_level(logging.ERROR, logger="persmem.memory")
+    intruder = Intruder(nats_cluster)
+    private = nodes("a", KEY, collection="sessions").open(embed=False)  # wren's session turns: a private collection
+    shared_a, shared_b = nodes("a", KEY).open(embed=False), nodes("b", KEY).open(embed=False)
+    turn = private.store([note("wren's private session: the merger closes on March 3.")], author="wren")[0]["id"]
+    turn_write = private.rows.applied_seq
+    shared = shared_a.store([note("The release train leaves on Thursdays.")], author="kite")[0]["id"]
+    first_version = shared_a.rows.applied_seq
+    shared_a.update(shared, editor="kite", editors={}, content="The release train leaves on Fridays.")
+    shared_b.wait_applied(shared_a.rows.applied_seq)
+
+    moved = intruder.copy(turn_write, "memories")  # the private turn onto the shared collection's subject
+    replayed = intruder.copy(first_version, "memories")  # the memory's first version again: a rollback
+    sealed = intruder.run(lambda js: js.get_msg(STREAM, first_version)).data
+    plain = KEY.open(sealed, bound_purpose_of(intruder, first_version))  # what the write says, for the next try:
+    unsealed = intruder.publish("memories", plain)  # the same write in plaintext (a client without the key)
+
+    # writes go on past them, on both nodes, and neither node applied any of them
+    after = shared_b.store([note("Parking is behind the bakery.")], author="kite")[0]["id"]
+    shared_a.wait_applied(shared_b.rows.applied_seq)
+    assert shared_b.rows.applied_seq > unsealed > replayed > moved
+    for col in (shared_a, shared_b):
+        assert ids(col) == {shared, after}  # not wren's turn
+        assert col.get(shared).content == "The release train leaves on Fridays." and col.get(shared).version == 2
+    assert turn in ids(private)
+    assert caplog.text.count("was refused") == 6, caplog.text  # three writes, each on both nodes
+    assert caplog.text.count("does not open as sealed for that place") == 4 and "is not sealed" in caplog.text
+
+
+def bound_purpose_of(intruder, seq):
+    """What the write at `seq` of the memory stream was sealed for (its subject, message id and "before"): what
+    only a node, holding the key, can open it with."""
+    from persmem_core.nats_link import bound_purpose
+    from persmem_memory_hnsw.replication import BEFORE, WRITE_KIND
+
+    msg = intruder.run(lambda js: js.get_msg(STREAM, seq))
+    return bound_purpose(WRITE_KIND, msg.subject, msg.headers["Nats-Msg-Id"], int(msg.headers[BEFORE]))
+
+
+def test_a_snapshot_put_under_another_collection_is_not_used(nodes, nats_cluster, tmp_path):
+    private = nodes("a", KEY, collection="sessions").open(embed=False)
+    private.store([note("wren's private session: the merger closes on March 3.")], author="wren")
+    replication = private.replication
+    files = {name: (open(private.folder / name, "rb"), (private.folder / name).stat().st_size)
+             for name in ("records.log",)}
+    assert replication.publish_snapshot("sessions", files, private.rows.applied_seq, newer_than=0)
+
+    async def copy(js):  # the private collection's snapshot, put again as the shared one's (headers and all)
+        store = await js.object_store("persmem_memory_snapshots")
+        got = await store.get("sessions")
+        from nats.js.api import ObjectMeta
+
+        await store.put("memories", got.data, meta=ObjectMeta(name="memories", headers=got.info.headers))
+
+    Intruder(nats_cluster).run(copy)
+    assert replication.restore_snapshot("memories", tmp_path / "fresh") == 0  # not used: replayed from the stream
+    assert not (tmp_path / "fresh" / "records.log").exists()
+    assert replication.restore_snapshot("sessions", tmp_path / "own") == private.rows.applied_seq
+    assert (tmp_path / "own" / "records.log").exists()
