@@ -140,10 +140,14 @@ def answers_for_owner(home: Path, path: Path) -> bool:
 
 def bind_private_socket(path: Path) -> socket.socket:
     """A listening unix socket at `path`, 0600 from the start (never a moment when others could connect).
-    Only the lock holder calls this, so a file already there is a dead owner's (or something planted: a link is
-    removed, never followed) and is replaced."""
+    Only the lock holder calls this, so a file of ours already there is a dead owner's (or a link planted: removed,
+    never followed) and is replaced; one of another user is refused: it has no business in our folder."""
     with contextlib.suppress(FileNotFoundError):
-        if not stat.S_ISDIR(os.lstat(path).st_mode):  # a dead owner's socket, or a link planted there: gone
+        info = os.lstat(path)
+        if info.st_uid != os.getuid():
+            raise UserError(f"{path} belongs to another user (uid {info.st_uid}), who may be waiting there for "
+                            "persmem's clients: persmem will not listen there. Remove it (as root), then start again.")
+        if not stat.S_ISDIR(info.st_mode):  # a dead owner's socket, or a link planted there: gone
             os.unlink(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o177)

@@ -14,6 +14,15 @@ Printed: `{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...
 context to add. It reaches the server on the home's local socket, as the agent in `X-Persmem-Agent` (no token:
 the socket is the user's own, mode 0600), or with `--url` over HTTP(S) with the token in $PERSMEM_TOKEN.
 
+The socket is trusted only when it is the user's own (`trusted_socket`), checked before a byte is sent: a home
+whose path is too long for a socket name puts it in a shared place, `/tmp/persmem-<uid>/`, which another local
+user can create first and listen in (and so receive every prompt). The folder must be a real folder (not a link)
+of this user with no access for group or others, the home must be writable by nobody else, the socket must be
+this user's, and the process listening on it must run as this user (SO_PEERCRED; root is not taken either: a
+server for this user runs as this user, and a root-owned one would be a mistake to point out, not a peer). Anything
+else sends nothing and prints one line naming what to remove (on stderr, and to the user as the client's
+`systemMessage`); the hook still exits 0 and the session goes on.
+
 Fail open, always: whatever goes wrong (no server, a slow one, a refusal, bad JSON on stdin or in the answer, a
 missing transcript) the hook exits 0 with nothing on stdout, within its own deadline for the event, well under
 the timeout `persmem hooks install` gives the client. A client must never wait on, or show errors from, its
@@ -33,6 +42,8 @@ import json
 import os
 import signal
 import socket
+import stat
+import struct
 import sys
 import time
 from urllib.parse import quote, urlsplit
@@ -59,6 +70,11 @@ class HookFailed(Exception):
     """Something the hook cannot do this time; it exits 0 and says nothing (one line with PERSMEM_HOOK_DEBUG=1)."""
 
 
+class Untrusted(HookFailed):
+    """The socket, its folder or the process on it is not the user's own: nothing is sent, and the hook says so in
+    one line whatever PERSMEM_HOOK_DEBUG is (someone may be trying to read the user's prompts)."""
+
+
 def home_dir(environ) -> str:
     """The persmem home as persmem_core.paths.home_dir finds it."""
     if environ.get("PERSMEM_HOME"):
@@ -79,18 +95,71 @@ def socket_path(home: str, environ=os.environ) -> str:
     return os.path.join(folder, f"persmem-{digest}.sock")
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP/1.1 over the home's unix socket."""
+def _describe(info: os.stat_result) -> str:
+    return f"owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}"
 
-    def __init__(self, path: str, timeout: float):
+
+def trusted_socket(home: str, path: str) -> None:
+    """Raise Untrusted unless the socket at `path` (where `home`'s owner listens) and the folder holding it are this
+    user's alone; HookFailed when there is simply no server (no folder, no socket). Checked on the path, before
+    connecting; the process on the other end is checked once connected (`check_peer`)."""
+    uid = os.getuid()
+    home = os.path.abspath(home)
+    folder = os.path.dirname(path)
+    if folder == home:  # <home>/persmem.sock: the home must be writable by nobody else (as the server requires)
+        try:
+            info = os.stat(home)
+        except OSError:
+            raise HookFailed("no persmem home") from None
+        group_writable = info.st_mode & 0o020 and info.st_gid != os.getgid()
+        if info.st_uid != uid or info.st_mode & 0o002 or group_writable:
+            raise Untrusted(f"the persmem home {home} is not yours alone ({_describe(info)}): others could plant a "
+                            f"fake server there. Run `chmod go-w {home}` as its owner, or use another PERSMEM_HOME")
+    else:  # the runtime folder (/tmp/persmem-<uid> or $XDG_RUNTIME_DIR): ours, a real folder, no access for others
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            raise HookFailed("no runtime folder: no server") from None
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != uid \
+                or info.st_mode & 0o077:
+            what = "a link" if stat.S_ISLNK(info.st_mode) else "not a folder" if not stat.S_ISDIR(info.st_mode) \
+                else _describe(info)
+            raise Untrusted(f"{folder} is not a private folder of yours ({what}; it must be yours, mode 700, not a "
+                            f"link): another user may have made it to receive your prompts. Remove {folder} "
+                            "(as root if it is not yours), then restart `persmem serve`")
+    try:
+        info = os.lstat(path)
+    except OSError:
+        raise HookFailed("no socket: no server") from None
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != uid:
+        what = "a socket" if stat.S_ISSOCK(info.st_mode) else "not a socket"
+        raise Untrusted(f"{path} is not your persmem server's socket ({what}, {_describe(info)}): remove it (as root "
+                        "if it is not yours), then restart `persmem serve`")
+
+
+def check_peer(sock: socket.socket, path: str) -> None:
+    """Raise Untrusted unless the process listening on the connected `sock` runs as this user."""
+    pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.getuid():
+        raise Untrusted(f"the process listening on {path} (pid {pid}) runs as uid {uid}, not as you "
+                        f"(uid {os.getuid()}): it is not your persmem server. Remove {path} (as root if it is not "
+                        "yours), then restart `persmem serve`")
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over the home's unix socket, once the socket and the process on it are found to be the user's."""
+
+    def __init__(self, home: str, path: str, timeout: float):
         super().__init__("localhost", timeout=timeout)
-        self.socket_file = path
+        self.home, self.socket_file = home, path
 
     def connect(self):
+        trusted_socket(self.home, self.socket_file)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(self.timeout)
             sock.connect(self.socket_file)
+            check_peer(sock, self.socket_file)
         except BaseException:
             sock.close()
             raise
@@ -116,11 +185,12 @@ class Server:
             self.connect = lambda timeout: (http.client.HTTPSConnection if secure else http.client.HTTPConnection)(
                 parts.hostname, parts.port, timeout=timeout)
         else:
-            path = socket_path(args.home or home_dir(environ), environ)
+            home = args.home or home_dir(environ)
+            path = socket_path(home, environ)
             if args.agent:
                 self.headers[AGENT_HEADER] = args.agent
             self.prefix = ""
-            self.connect = lambda timeout: UnixHTTPConnection(path, timeout)
+            self.connect = lambda timeout: UnixHTTPConnection(home, path, timeout)
         self.conn = None
 
     def request(self, method: str, path: str, body=None, accept=(200,)) -> tuple[int, dict]:
@@ -354,6 +424,13 @@ def main(argv=None) -> int:
         outcome = f"ok, {len(text)} characters out"
     except SystemExit as exc:  # argparse: bad arguments (its usage line goes to stderr, which the client hides)
         outcome = f"bad arguments ({exc.code})"
+    except Untrusted as exc:  # nothing was sent; the user must hear of it (the session goes on)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        warning = f"persmem hook: sent nothing: {exc}"
+        sys.stderr.write(warning + "\n")
+        sys.stdout.write(json.dumps({"systemMessage": warning}) + "\n")
+        sys.stdout.flush()
+        return 0
     except BaseException as exc:  # fail open: the client's session must not notice
         signal.setitimer(signal.ITIMER_REAL, 0)
         outcome = str(exc) if isinstance(exc, HookFailed) else type(exc).__name__
