@@ -152,7 +152,8 @@ _OWN_SHAPES = [
     # fine-grained tokens (detect-secrets: the classic gh*_ ones)
     Rule("github_token", re.compile(r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,}")),
     # app-level and refresh tokens (detect-secrets: xoxb/xoxp/... and webhooks)
-    Rule("slack_token", re.compile(r"(?:xapp-(?<![A-Za-z0-9_-]xapp-)|xoxe(?<![A-Za-z0-9_-]xoxe)[.-])[A-Za-z0-9.-]{10,}")),
+    Rule("slack_token", re.compile(r"(?:xapp-(?<![A-Za-z0-9_-]xapp-)|xoxe(?<![A-Za-z0-9_-]xoxe)[.-])"
+                                   r"[A-Za-z0-9.-]{10,}")),
     Rule("google_api_key", re.compile(r"AIza(?<![A-Za-z0-9_-]AIza)[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
     # test-mode keys and webhook signing secrets (detect-secrets: live keys)
     Rule("stripe_key", re.compile(r"(?:[sr]k_test_(?<![A-Za-z0-9_][sr]k_test_)|whsec_(?<![A-Za-z0-9_]whsec_))"
@@ -163,8 +164,8 @@ _OWN_SHAPES = [
          needles=("hf_", "api_org_")),
     # .npmrc: `//registry/:_authToken=...`, `_auth=`, `_password=` at a line's start or after the registry's `:`
     # (detect-secrets: npm_ or UUID values only); not a ${TEMPLATE}, not `self._password = ...` (assignment rules)
-    Rule("npm_token", re.compile(r"_(?:authToken(?<![^:\n]_authToken)|auth(?<![^:\n]_auth)|password(?<![^:\n]_password))"
-                                 r"[ \t]*=[ \t]*[\"']?([^\s\"'$][^\s\"']{3,})"), 1),
+    Rule("npm_token", re.compile(r"_(?:authToken(?<![^:\n]_authToken)|auth(?<![^:\n]_auth)"
+                                 r"|password(?<![^:\n]_password))[ \t]*=[ \t]*[\"']?([^\s\"'$][^\s\"']{3,})"), 1),
     Rule("persmem_token", re.compile(r"pm_(?<![A-Za-z0-9_-]pm_)[A-Za-z0-9_-]{32,}")),
 ]
 
@@ -282,7 +283,8 @@ def _replace_assignment(value_group: int, counter: list[int], flag: bool = False
                         bare: bool = False) -> Callable[[re.Match[str]], str]:
     def replace(match: re.Match[str]) -> str:
         value = match.group(value_group)
-        if not _secret_name(match.group(1)) or _harmless(value) or (bare and _CALL.match(match.string, match.start(value_group))) or \
+        if not _secret_name(match.group(1)) or _harmless(value) or \
+                (bare and _CALL.match(match.string, match.start(value_group))) or \
                 (flag and _FLAG_NAMES_NO_SECRET.search(match.group(1).upper().replace("_", "").replace("-", ""))):
             return match.group(0)
         counter[0] += 1
