@@ -16,6 +16,48 @@ import secrets
 from pathlib import Path
 
 TEMP_NAME = re.compile(r"\.persmem-[0-9a-f]{12}\.tmp")  # what atomic_write_at names its temp file
+PRIVATE_UMASK = 0o077  # what persmem creates is its user's alone: files 0600, folders 0700
+_launch_umask: int | None = None  # the umask the process had before use_private_umask (None: never called)
+
+
+def use_private_umask() -> None:
+    """From now on everything this process creates (files, folders, index files a library writes, the files of the
+    programs it starts for itself) is readable by its user alone: umask 077. Every `persmem` command calls this
+    before it touches the home, so no writer has to remember a mode. The umask the process was started with is
+    kept for the commands a tool runs in the workspace (`launch_umask`): those files are the user's."""
+    global _launch_umask
+    previous = os.umask(PRIVATE_UMASK)
+    if _launch_umask is None:
+        _launch_umask = previous
+
+
+def launch_umask() -> int:
+    """The umask this process was started with, for the programs tools run in the workspace (shell, git): what
+    they create there gets the modes the user's own shell would give. -1 (leave as it is) before
+    use_private_umask was called."""
+    return -1 if _launch_umask is None else _launch_umask
+
+
+def create_private(path: Path) -> None:
+    """Create the empty file `path` (0600, not following a link; an existing file is kept) for a library that
+    then writes it by name (hnswlib's save_index): the file's mode is ours, whatever the library passes."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+
+
+def open_private(path: Path, mode: str = "wb"):
+    """`open(path, mode)` for writing a new or truncated file that only its user may read (0600 from the start;
+    a link at `path` is refused, never followed)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_APPEND if "a" in mode else os.O_TRUNC
+    if "+" in mode:
+        flags = (flags & ~os.O_WRONLY) | os.O_RDWR
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a file that was there keeps its mode otherwise
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def fsync_dir(path: Path) -> None:

@@ -13,5 +13,8 @@ if TYPE_CHECKING:
 
 def get_host(ctx: click.Context | None = None) -> Host:
     """The Host this process built at start (plugins loaded, config validated on first use)."""
+    from persmem_core.fileio import use_private_umask
+
+    use_private_umask()  # whatever the command writes in the home (or exports, backs up) is this user's alone
     ctx = ctx or click.get_current_context()
     return ctx.find_root().obj["host"]

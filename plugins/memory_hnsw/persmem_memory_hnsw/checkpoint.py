@@ -37,7 +37,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core.fileio import atomic_write_bytes, fsync_dir
+from persmem_core.fileio import atomic_write_bytes, fsync_dir, open_private
 from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, is_sealed
 
 from .lexical import BM25Index
@@ -205,7 +205,7 @@ def save(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, log_off
     tmp = path.with_name(path.name + ".tmp")
     digest = hashlib.sha256()
     try:
-        with open(tmp, "wb") as out:
+        with open_private(tmp) as out:
             if sealer is not None and sealer.enabled:  # plaintext only in memory: sealed on its way to the file
                 plain = io.BytesIO()
                 for piece in pieces:

@@ -153,7 +153,7 @@ class Collection:
     def open(self, *, reindex: bool = False) -> Collection:
         """Replay the log and load (or rebuild) the index. With `reindex`, re-embed every memory
         with the current embedder first (after a model change)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.embedder.load()
         cfg = self.config
         self.vectors = VectorIndex(self.embedder.dim, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction,

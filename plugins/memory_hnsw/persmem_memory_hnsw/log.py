@@ -32,7 +32,7 @@ from pathlib import Path
 import msgspec
 
 from persmem_core import UserError
-from persmem_core.fileio import fsync_dir, write_all
+from persmem_core.fileio import fsync_dir, open_private, write_all
 from persmem_core.sealing import SEALED_MAGIC, Sealer, SealingError, is_sealed
 
 from .records import Entry
@@ -145,7 +145,7 @@ class RecordLog:
     def open_and_replay(self, start: int = 0) -> Iterator[tuple[int, int, object]]:
         """Replay every intact entry from `start` (0, or a frame boundary a checkpoint vouched for), cut a torn
         tail, then open for appends. Offsets are the file's."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = b""
         if self.path.exists():
             with open(self.path, "rb") as f:
@@ -158,7 +158,8 @@ class RecordLog:
         if good_end < len(data):
             aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time())}")
             # Sealed whole when encryption is on: a torn frame of a plaintext log holds memory text.
-            aside.write_bytes((self.sealer or _PLAIN).seal(data[good_end:], PURPOSE))
+            with open_private(aside) as f:
+                f.write((self.sealer or _PLAIN).seal(data[good_end:], PURPOSE))
             log.warning("%s: cut %d bytes of torn or corrupt tail (kept in %s)", self.path, len(data) - good_end, aside)
             with open(self.path, "r+b") as f:
                 f.truncate(start + good_end)
@@ -249,7 +250,7 @@ class RecordLog:
         tmp = self.path.with_name(self.path.name + ".compact")
         spans = []
         try:
-            with open(tmp, "wb") as f:
+            with open_private(tmp) as f:
                 size = 0
                 for entry in entries:
                     frame = entry if isinstance(entry, bytes) else encode_frame(entry, self.sealer)

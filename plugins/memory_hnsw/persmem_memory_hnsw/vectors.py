@@ -28,7 +28,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core.fileio import atomic_write_bytes, fsync_dir, sha256_file
+from persmem_core.fileio import atomic_write_bytes, create_private, fsync_dir, open_private, sha256_file
 from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, is_sealed, scratch_file
 
 from .heap import grown
@@ -155,9 +155,10 @@ class VectorIndex:
                 with scratch_file(path.name) as (scratch_path, scratch):
                     self.index.save_index(scratch_path)
                     scratch.seek(0)
-                    with open(tmp, "wb") as out:
+                    with open_private(tmp) as out:
                         sealer.seal_stream(scratch, out, PURPOSE)
             else:
+                create_private(tmp)  # hnswlib writes into it by name, keeping its mode: 0600
                 self.index.save_index(str(tmp))
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
@@ -240,7 +241,7 @@ def reseal_index(path: Path, sealer: Sealer, *, dry_run: bool) -> tuple[bool, bo
                 except SealingError as exc:
                     raise SealingError(f"{path}: {exc}") from None
                 scratch.seek(0)
-                with open(tmp, "wb") as out:
+                with open_private(tmp) as out:
                     sealer.seal_stream(scratch, out, PURPOSE)
                     out.flush()
                     os.fsync(out.fileno())
