@@ -63,8 +63,9 @@ ROWS_DERIVED = ("heads", "row_of")  # from at_row: the live rows in row order (a
 ROWS_ARRAYS = ("label_row", "project", "type", "author", "created", "alive", "question", "first_label",
                "label_count", "log_start", "log_end")
 ROWS_NESTED = ("lexical",)
-BM25_SAVED = ("_term_id", "_delta", "_delta_size", "n_alive", "total_len")
+BM25_SAVED = ("_term_id", "_delta", "_delta_size", "n_alive", "total_len", "scope_alive", "scope_len")
 BM25_ARRAYS = ("_offsets", "_rows", "_tfs", "_doc_len", "_alive")
+BM25_DERIVED = ("_scope",)  # each row's scope is its author's code: the rows' `author` column
 BM25_FRESH = ("analyzer",)  # a new Analyzer: its stem cache only saves time
 VECTOR_ARRAYS = ("_q", "_scale")
 
@@ -108,6 +109,9 @@ class State(msgspec.Struct, kw_only=True):
     total_len: float
     arrays: list[ArrayInfo]
     applied_seq: int = 0  # Rows.applied_seq (a replicated collection's place in the memory stream)
+    # BM25 statistics per scope (lexical.py); None in a checkpoint written before they existed: counted on load
+    scope_alive: dict[int, int] | None = None
+    scope_len: dict[int, float] | None = None
 
 
 class CheckpointMeta(msgspec.Struct, kw_only=True):
@@ -198,7 +202,8 @@ def save(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, log_off
         projects=rows.projects.code, types=rows.types.code, authors=rows.authors.code, strings=list(rows._strings),
         terms=list(lexical._term_id),
         delta={tid: (r.tobytes(), t.tobytes()) for tid, (r, t) in lexical._delta.items()},
-        delta_size=lexical._delta_size, n_alive=lexical.n_alive, total_len=lexical.total_len, arrays=table)
+        delta_size=lexical._delta_size, n_alive=lexical.n_alive, total_len=lexical.total_len, arrays=table,
+        scope_alive=lexical.scope_alive, scope_len=lexical.scope_len)
     encoded = _encoder.encode(state)
     pieces = [MAGIC, _LENGTH.pack(len(encoded)), encoded]
     pieces += [memoryview(np.ascontiguousarray(values[:used]).reshape(-1).view(np.uint8)) for _, values, used in arrays]
@@ -430,6 +435,19 @@ def _fill(data: memoryview, meta: CheckpointMeta, rows: Rows, vectors: VectorInd
     lexical._delta_size, lexical.n_alive, lexical.total_len = state.delta_size, state.n_alive, state.total_len
     lexical._doc_len = array("f", arrays["_doc_len"].tobytes())
     lexical._alive = bytearray(arrays["_alive"].tobytes())
+    if len(lexical._doc_len) > len(arrays["author"]):
+        raise ValueError("BM25 rows do not fit the rows")
+    scopes = arrays["author"][: len(lexical._doc_len)].astype(np.int32)
+    lexical._scope = array("i", scopes.tobytes())
+    if state.scope_alive is None or state.scope_len is None:  # an older checkpoint: count them
+        alive = np.frombuffer(lexical._alive, dtype=np.uint8).astype(bool)
+        live = scopes[alive]
+        counts = np.bincount(live)
+        lengths = np.bincount(live, weights=np.frombuffer(lexical._doc_len, dtype=np.float32)[alive])
+        lexical.scope_alive = {s: int(counts[s]) for s in np.flatnonzero(counts).tolist()}
+        lexical.scope_len = {s: float(lengths[s]) for s in lexical.scope_alive}
+    else:
+        lexical.scope_alive, lexical.scope_len = state.scope_alive, state.scope_len
     offsets = lexical._offsets
     if len(offsets) > len(state.terms) + 1 or (len(offsets) and offsets[-1] != len(lexical._rows)):
         raise ValueError("BM25 postings do not fit their terms")

@@ -406,9 +406,13 @@ class Collection:
         view = LifecycleView(config=self.config, now=time.time(), include_superseded=include_superseded,
                              include_expired=include_expired, recency_weight=recency_weight,
                              private=is_private(self.config, self.name), usage=self.usage)
+        # In a private collection a search for one author (each agent's own, permissions.own_filters) ranks that
+        # author's rows alone, by their own keyword statistics: the others' words never move its scores.
+        visible = filters.author if view.private else None
         with self.lock.gen_rlock():
             ranked = rank(self.rows, self.vectors, self.config, query, qvec, top_k=top_k, filters=filters, mode=mode,
-                          candidates=candidates or self.config.search_candidates, lifecycle=view)
+                          candidates=candidates or self.config.search_candidates, lifecycle=view,
+                          visible_author=visible)
             at_row = self.rows.at_row
             return [Hit(memory=self._load(at_row[r.row].id), score=r.score, dense=r.dense, lexical=r.lexical,
                         restated_by=None if r.restated_by is None else at_row[r.restated_by].id) for r in ranked]

@@ -7,6 +7,13 @@ document is masked out (document frequencies count live documents only)
 and its postings go when the collection reopens after a compaction.
 Scoring a query is a handful of vectorised numpy operations per query term.
 
+Statistics by scope: every document belongs to one scope (its author's code, rows.py), and the index keeps, per
+scope, how many live documents it holds and their total length. A search that may see only one scope (an
+agent in a private collection such as `sessions`, which sees its own turns only) scores with that scope's
+document frequencies, count and average length alone: its scores are the same whatever other agents' private
+documents say, so they cannot be used to test guesses about words in them. A search over everything (a shared
+collection, where every row is visible to everyone) uses the statistics of every live document, as before.
+
 A document may carry context: words of its neighbours (the chunks before
 and after it in one memory_bulk_store call) counted at CONTEXT_WEIGHT of a
 word of its own, so a short turn like "Yes, a sunrise." is found by the
@@ -91,8 +98,11 @@ class BM25Index:
         self._alive = bytearray()
         self.n_alive = 0
         self.total_len = 0.0
+        self._scope = array("i")  # per row: the scope whose statistics it counts in (its author's code)
+        self.scope_alive: dict[int, int] = {}  # scope -> live documents in it
+        self.scope_len: dict[int, float] = {}  # scope -> their total length
 
-    def add(self, row: int, text: str, context: str = "", reply_to: str = "") -> None:
+    def add(self, row: int, text: str, context: str = "", reply_to: str = "", scope: int = 0) -> None:
         terms = self.analyzer.terms(text)
         counts: dict[str, float] = Counter(terms)
         length = float(len(terms))
@@ -108,6 +118,7 @@ class BM25Index:
             grow = row + 1 - len(self._doc_len)
             self._doc_len.extend(array("f", bytes(4 * grow)))
             self._alive.extend(bytes(grow))
+            self._scope.extend(array("i", bytes(4 * grow)))
         term_id, delta = self._term_id, self._delta
         for term, tf in counts.items():
             tid = term_id.setdefault(term, len(term_id))
@@ -121,6 +132,9 @@ class BM25Index:
         self._alive[row] = 1
         self.n_alive += 1
         self.total_len += length
+        self._scope[row] = scope
+        self.scope_alive[scope] = self.scope_alive.get(scope, 0) + 1
+        self.scope_len[scope] = self.scope_len.get(scope, 0.0) + length
         if self._delta_size >= self.MERGE_AT:
             self.merge()
 
@@ -171,25 +185,36 @@ class BM25Index:
             self._alive[row] = 0
             self.n_alive -= 1
             self.total_len -= self._doc_len[row]
+            scope = self._scope[row]
+            self.scope_alive[scope] -= 1
+            self.scope_len[scope] -= self._doc_len[row]
+            if not self.scope_alive[scope]:  # no float residue left behind for the next document of the scope
+                del self.scope_alive[scope], self.scope_len[scope]
 
-    def scores(self, query: str, n_rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def scores(self, query: str, n_rows: int, scope: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """(rows, BM25 scores) of the live rows below `n_rows` that hold a query term, in no order; None if no
         query term is indexed. Only the postings are touched, never an array of every row: a search at 100,000
-        memories scores the few thousand that share its words."""
+        memories scores the few thousand that share its words. With `scope`, only that scope's rows are scored,
+        with statistics (document frequencies, count, average length) of that scope's live rows alone."""
         ids = {self._term_id[t] for t in self.analyzer.terms(query) if t in self._term_id}
-        if not ids or self.n_alive == 0:
+        n_alive, total_len = ((self.n_alive, self.total_len) if scope is None else
+                              (self.scope_alive.get(scope, 0), self.scope_len.get(scope, 0.0)))
+        if not ids or n_alive == 0:
             return None
         doc_len = np.frombuffer(self._doc_len, dtype=np.float32)
-        avgdl = max(self.total_len / self.n_alive, 1.0)
+        avgdl = max(total_len / n_alive, 1.0)
         alive = np.frombuffer(self._alive, dtype=np.uint8).view(bool)
+        scopes = None if scope is None else np.frombuffer(self._scope, dtype=np.int32)
         found, parts = [], []
         for tid in ids:
             rows, tfs = self._postings(tid)
             live = alive[rows]  # postings of deleted (or replaced) rows stay until a reload
+            if scopes is not None:
+                live &= scopes[rows] == scope
             df = int(np.count_nonzero(live))
             if df == 0:
                 continue
-            idf = math.log(1.0 + (self.n_alive - df + 0.5) / (df + 0.5))
+            idf = math.log(1.0 + (n_alive - df + 0.5) / (df + 0.5))
             keep = live & (rows < n_rows)
             rows, tfs = rows[keep], tfs[keep]
             norm = K1 * (1.0 - B + B * doc_len[rows] / avgdl)

@@ -8,6 +8,7 @@ memories."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from operator import itemgetter
@@ -38,16 +39,24 @@ class Ranked(NamedTuple):
 
 def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qvec: np.ndarray | None, *,
          top_k: int, filters: Filters, mode: str, candidates: int,
-         lifecycle: LifecycleView | None = None) -> list[Ranked]:
+         lifecycle: LifecycleView | None = None, visible_author: str | None = None) -> list[Ranked]:
     """The `top_k` best live rows for `query` (`qvec`: its embedding, None in lexical mode), best first,
-    weighed by `lifecycle` (None: by relevance alone)."""
+    weighed by `lifecycle` (None: by relevance alone). `visible_author`: the caller may see only this author's
+    rows (a private collection): only those are ranked, and BM25 scores them with their own statistics, never
+    with words of rows the caller may not see. None: the caller may see every row."""
     n_rows = len(rows)
     if n_rows == 0:
         return []
+    scope = None
+    if visible_author is not None:
+        scope = rows.authors.code.get(visible_author)
+        if scope is None:  # nothing of theirs here
+            return []
+        filters = filters if filters.author == visible_author else dataclasses.replace(filters, author=visible_author)
     mask = rows.mask(filters, n_rows) if filters.active() else None
     pool = max(candidates, top_k * 4)
     dense = _dense(rows, vectors, config, qvec, mask, pool) if qvec is not None else {}
-    lexical = _lexical(rows, query, mask, n_rows, pool) if mode in ("hybrid", "lexical") else {}
+    lexical = _lexical(rows, query, mask, n_rows, pool, scope) if mode in ("hybrid", "lexical") else {}
     scores = fuse(dense, lexical, config.dense_weight if mode == "hybrid" else (1.0 if mode == "dense" else 0.0))
     now = lifecycle.now if lifecycle is not None else time.time()
     named = named_ranges(query, now) if config.date_weight else []
@@ -129,8 +138,9 @@ def _exact(rows: Rows, vectors: VectorIndex, qvec: np.ndarray, picked: np.ndarra
     return dict(zip(picked[top].tolist(), sims[top].tolist(), strict=True))
 
 
-def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool: int) -> dict[int, float]:
-    found = rows.lexical.scores(query, n_rows)
+def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool: int,
+             scope: int | None = None) -> dict[int, float]:
+    found = rows.lexical.scores(query, n_rows, scope)
     if found is None:
         return {}
     picked, scores = found

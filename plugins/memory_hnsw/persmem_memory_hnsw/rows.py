@@ -129,7 +129,7 @@ class Rows:
         for tag in head.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
         self.lexical.add(row, f"{memory.content} {' '.join(memory.tags)}", context=memory.context,
-                         reply_to=memory.reply_to)
+                         reply_to=memory.reply_to, scope=int(self.author[row]))  # BM25 statistics per author
         self._link(head, head.supersedes, self._successors, self.successor_of)
         self._link(head, head.consolidates, self._consolidators, self.consolidated_into)
         undone = _undone_links(memory)

@@ -121,7 +121,8 @@ def test_every_attribute_of_rows_and_bm25_is_carried():
     """Adding an attribute to Rows or BM25Index without carrying it in the checkpoint fails here."""
     assert set(vars(Rows())) == set(checkpoint.ROWS_SAVED + checkpoint.ROWS_DERIVED + checkpoint.ROWS_ARRAYS
                                     + checkpoint.ROWS_NESTED)
-    assert set(vars(BM25Index())) == set(checkpoint.BM25_SAVED + checkpoint.BM25_ARRAYS + checkpoint.BM25_FRESH)
+    assert set(vars(BM25Index())) == set(checkpoint.BM25_SAVED + checkpoint.BM25_ARRAYS + checkpoint.BM25_DERIVED
+                                         + checkpoint.BM25_FRESH)
     assert set(checkpoint.State.__struct_fields__) >= {name.lstrip("_") for name in checkpoint.ROWS_SAVED} - {"by_hash"}
 
 
@@ -334,3 +335,37 @@ def test_kill_9_during_checkpoint_saves_leaves_a_store_that_opens_right(tmp_path
         assert_same_collection(fast, open_replayed(folder, embedder))
         fast.log.close()
     assert used, "some kill left a checkpoint that was used"
+
+
+def test_a_checkpoint_from_before_the_per_author_statistics_counts_them_on_load(tmp_path, embedder):
+    """A checkpoint written before BM25 kept statistics per author (issue 32) has none: they are counted from its
+    rows on load, to what a whole replay gives."""
+    import hashlib
+
+    import msgspec
+
+    folder = tmp_path / "memories"
+    col = open_checkpointed(folder, embedder)
+    build(col)
+    col.close()
+    path, meta = folder / "checkpoint.bin", folder / "checkpoint.bin.meta.json"
+    data = path.read_bytes()
+    (length,) = checkpoint._LENGTH.unpack_from(data, len(checkpoint.MAGIC))
+    start = len(checkpoint.MAGIC) + checkpoint._LENGTH.size
+    state = msgspec.msgpack.decode(data[start:start + length])
+    assert set(state["scope_alive"]) and state.pop("scope_alive") and state.pop("scope_len")
+    encoded = msgspec.msgpack.encode(state)
+    path.write_bytes(checkpoint.MAGIC + checkpoint._LENGTH.pack(len(encoded)) + encoded + data[start + length:])
+    recorded = json.loads(meta.read_text())
+    recorded["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    meta.write_text(json.dumps(recorded))
+    fast = open_checkpointed(folder, embedder)
+    assert fast.opened.from_checkpoint
+    slow = open_replayed(folder, embedder)
+    a, b = fast.rows.lexical, slow.rows.lexical
+    assert a._scope == b._scope and a.scope_alive == b.scope_alive and len(a.scope_alive) == 2  # kite, wren
+    assert a.scope_len == pytest.approx(b.scope_len, rel=1e-6)
+    for author in ("kite", "wren"):
+        scope = fast.rows.authors.code[author]
+        assert fast.rows.lexical.scores("server postgres kafka", len(fast.rows), scope)[1] == \
+            pytest.approx(slow.rows.lexical.scores("server postgres kafka", len(slow.rows), scope)[1], rel=1e-5)

@@ -3,6 +3,7 @@
 import random
 
 import numpy as np
+import pytest
 
 from persmem_memory_hnsw.lexical import BM25Index
 
@@ -59,3 +60,34 @@ def test_scores_name_only_live_rows_below_n_rows_each_once():
     assert len(set(rows.tolist())) == len(rows) and (scores > 0).all()
     both = dict(zip(rows.tolist(), scores.tolist()))
     assert both[0] > both[2] * 0.5  # "red" and "kite" add up for row 0
+
+
+def test_a_scope_scores_as_if_the_other_scopes_documents_did_not_exist():
+    """A search that may see one scope (an agent's own rows of a private collection) gets the scores an index of
+    that scope's documents alone gives: another scope's words, however many, never move them (issue 32)."""
+    rng = random.Random(11)
+    docs = [(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12))), rng.choice((0, 1, 2))) for _ in range(300)]
+    docs += [("albatross " * rng.randint(1, 5) + "vault", 2) for _ in range(60)]  # only scope 2 says albatross
+    everything = BM25Index()
+    alone = {scope: BM25Index() for scope in (0, 1, 2)}
+    own_row = {scope: [] for scope in alone}  # row in `alone[scope]` -> row in `everything`
+    everything.MERGE_AT = 40
+    for row, (text, scope) in enumerate(docs):
+        everything.add(row, text, scope=scope)
+        alone[scope].add(len(own_row[scope]), text)
+        own_row[scope].append(row)
+        if row % 23 == 0:  # deletions count in the statistics of their own scope only
+            everything.remove(row)
+            alone[scope].remove(len(own_row[scope]) - 1)
+    for scope in (0, 1):
+        for query in ("albatross vault", "green server albatross", "ledger cache", "vault"):
+            got = everything.scores(query, len(docs), scope)
+            want = alone[scope].scores(query, len(own_row[scope]))
+            if want is None:
+                assert got is None or len(got[0]) == 0, (scope, query)
+                continue
+            mapped = dict(zip(np.asarray(own_row[scope])[want[0]].tolist(), want[1].tolist(), strict=True))
+            assert dict(zip(got[0].tolist(), got[1].tolist(), strict=True)) == pytest.approx(mapped, rel=1e-6)
+    # and over every scope (a shared collection), the statistics of every live document, as before
+    assert everything.scores("vault", len(docs)) is not None
+    assert everything.n_alive == sum(everything.scope_alive.values())
