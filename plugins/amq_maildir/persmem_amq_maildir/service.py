@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from persmem_core.text import prompt_line
+
 from .store import MailStore, full
 
 NAME = "amq_maildir"  # the plugin's entry-point name: its key in host.state
@@ -53,7 +55,9 @@ def inbox_summary(store: MailStore, agent: str) -> dict:
 
 def briefing_section(store: MailStore, agent: str, budget_chars: int) -> dict | None:
     """The Mail section of a session's briefing: how many messages `agent` has unread and who sent the newest,
-    about what (no bodies: amq_read gives them). None when nothing is unread. Nothing is marked read."""
+    about what (no bodies: amq_read gives them). None when nothing is unread. Nothing is marked read.
+    Each message is one line of JSON (persmem_core.text.prompt_line): whatever a sender put in its subject (or
+    a writer of the Maildir in any header), it stays inside that line's values, never a line of its own."""
     entries, _ = store.box(agent).scan(("new",))
     if not entries:
         return None
@@ -63,14 +67,27 @@ def briefing_section(store: MailStore, agent: str, budget_chars: int) -> dict | 
              "reads one):"]
     left -= len(lines[0])
     for entry in entries[:BRIEFING_MESSAGES]:
-        header = entry.message.header
-        start = f"\n- from {header.sender}, {header.created[:16]}: "
-        end = f" [{header.priority}]" if header.priority != "normal" else ""
-        room = min(120, left - len(start) - len(end))  # a long subject is cut rather than the message left out
-        if room < 20:
+        line = _message_line(entry.message.header, min(200, left - 1))
+        if line is None:
             break
-        subject = " ".join(header.subject.split()) or "(no subject)"
-        subject = subject if len(subject) <= room else subject[:room - 1] + "…"
-        lines.append(f"{start[1:]}{subject}{end}")
-        left -= len(start) + len(subject) + len(end)
+        lines.append(line)
+        left -= len(line) + 1
     return {"title": "Unread mail", "text": "\n".join(lines), "priority": 2, "memory_ids": []}
+
+
+def _message_line(header, width: int) -> str | None:
+    """{"from", "at", "subject", "priority"?} within `width` characters, a long subject cut rather than the
+    message left out; None when not even 20 characters of its subject fit."""
+    fields = {"from": str(header.sender), "at": str(header.created)[:16]}
+    extra = {"priority": str(header.priority)} if header.priority != "normal" else {}
+    subject = " ".join(str(header.subject).split()) or "(no subject)"
+    room = min(120, width - len(prompt_line({**fields, "subject": "", **extra})))
+    for _ in range(6):  # escapes make a line longer than its subject: cut again by what is still over
+        if room < 20:
+            return None
+        shown = subject if len(subject) <= room else subject[:room - 1] + "…"
+        line = prompt_line({**fields, "subject": shown, **extra})
+        if len(line) <= width:
+            return line
+        room -= len(line) - width
+    return None

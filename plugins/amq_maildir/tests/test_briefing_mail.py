@@ -5,6 +5,7 @@ count and the newest senders and subjects, no bodies, nothing marked read, withi
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -47,11 +48,17 @@ def test_the_briefing_names_the_unread_count_senders_and_subjects_without_bodies
     store.send("wren", "heron", "not kite's", subject="Heron only")
     [section] = mail_sections(host)
     assert section["text"].startswith("2 unread messages")
-    assert "from heron" in section["text"] and "Review my PR [urgent]" in section["text"]
-    assert "from wren" in section["text"] and "Deploy moved to Friday" in section["text"]
+    newest, older = message_lines(section)
+    assert newest["from"] == "heron" and newest["subject"] == "Review my PR" and newest["priority"] == "urgent"
+    assert older["from"] == "wren" and older["subject"] == "Deploy moved to Friday" and "priority" not in older
     assert "body" not in section["text"] and "Heron only" not in section["text"]
     assert section["priority"] == 2 and section["memory_ids"] == []
     assert store.box("kite").unread_count() == 2  # peeked, not read
+
+
+def message_lines(section) -> list[dict]:
+    """The section's message lines, each one JSON object (the first line is the count)."""
+    return [json.loads(line) for line in section["text"].splitlines()[1:]]
 
 
 def test_no_unread_mail_adds_no_section(host):
@@ -64,4 +71,4 @@ def test_many_unread_messages_stay_within_the_mail_share_of_the_budget(host):
         store.send("wren", "kite", f"body {n}", subject=f"Nightly report number {n} " + "x" * 150)
     [section] = mail_sections(host, budget=2000)
     assert section["text"].startswith("40 unread messages")
-    assert len(section["text"]) <= 300 and "Nightly report number 39" in section["text"]
+    assert len(section["text"]) <= 300 and message_lines(section)[0]["subject"].startswith("Nightly report number 39")

@@ -20,7 +20,7 @@ import time
 from pathlib import PurePath
 
 from persmem_core import UserError
-from persmem_core.text import valid_text
+from persmem_core.text import prompt_line, valid_text
 
 from .collection import Hit, NewMemory, WriteFailed
 from .contexts import MAX_CONTEXT_CHARS, conversation_contexts
@@ -201,7 +201,8 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
     """The curated memories relevant to `prompt`, those of `project` first: only those whose similarity in
     meaning reaches `[memory] recall_min_similarity` (an absolute bar: the fused search score only ranks, it
     says nothing about relevance), never an identity or directive entry (those are their author's voice).
-    Each says its author, and another agent's text starts with "(by <author>) " (by_line)."""
+    Each gives its author, and its editor when another agent made its current version (attribution): the
+    sessions plugin renders them with the text, which is the memory's words only."""
     if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or MEMORIES not in memories.collections():
         return []
     exclude = set(exclude_ids or ())
@@ -214,9 +215,8 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
                 found.setdefault(hit.memory.id, hit)
         if len(found) >= top_k or not project:
             break
-    return [{"id": hit.memory.id, "author": hit.memory.author, "score": round(hit.dense, 3),
-             "text": by_line(agent, hit.memory) + shaped_content(hit.memory.content, set(),
-                                                                 RECALL_PASSAGE_CHARS)["content"],
+    return [{"id": hit.memory.id, "score": round(hit.dense, 3), **attribution(hit.memory),
+             "text": shaped_content(hit.memory.content, set(), RECALL_PASSAGE_CHARS)["content"],
              "project": hit.memory.project} for hit in list(found.values())[:top_k]]
 
 
@@ -229,10 +229,14 @@ def _current_hits(memories: MemoryService, text: str, *, top_k: int, filters: Fi
                                                               include_superseded=False, include_expired=False)
 
 
-def by_line(agent: str, memory: Memory) -> str:
-    """"(by wren) " before another agent's memory handed to `agent`'s session: the session must see whose words
-    those are (a note anyone may store is no instruction of the user's); the agent's own memories go unmarked."""
-    return "" if memory.author == agent else f"(by {memory.author}) "
+def attribution(memory: Memory) -> dict:
+    """Who wrote a memory handed to a session: {"author"}, and {"editor"} when another agent (or persmem's
+    consolidation) made its current version, so words an editor put in a memory never pass for its author's.
+    Every memory says it, the session's own agent's too: an unmarked line would be what a forged one imitates."""
+    who = {"author": memory.author}
+    if memory.editor and memory.editor != memory.author:
+        who["editor"] = memory.editor
+    return who
 
 
 def _relevant(memories: MemoryService, agent: str, text: str, filters: Filters, pool: int,
@@ -274,17 +278,17 @@ def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget
                     key=lambda m: (m.type != "identity", m.type, m.created))  # who the agent is, first
     sections = []
     if pinned:
-        sections.append(_section(agent, "Your identity and directives", pinned,
+        sections.append(_section("Your identity and directives", pinned,
                                  int(budget_chars * PINNED_SHARE), 0))
     handoffs = col.recent(types={"handoff"}, project=project, limit=1,
                           predicate=lambda m: visible_to(config, MEMORIES, agent, m) and holds(m)) if project else []
     if handoffs:
-        sections.append(_section(agent, f"Latest handoff in project {project}", handoffs,
+        sections.append(_section(f"Latest handoff in project {project}", handoffs,
                                  int(budget_chars * HANDOFF_SHARE), 1))
     shown = {m.id for m in (*pinned, *handoffs)}
     relevant = [m for m in _project_memories(memories, agent, project, cwd) if m.id not in shown][:RELEVANT_MAX]
     if relevant:
-        sections.append(_section(agent, f"Memories relevant to {project or 'this folder'}", relevant,
+        sections.append(_section(f"Memories relevant to {project or 'this folder'}", relevant,
                                  int(budget_chars * RELEVANT_SHARE), 3))
     return [section for section in sections if section["text"]]
 
@@ -315,23 +319,42 @@ def _folder_words(cwd: str) -> list[str]:
     return parts[-3:]
 
 
-def _section(agent: str, title: str, items: list[Memory], chars: int, priority: int) -> dict:
-    """A briefing section listing `items` within `chars` for `agent`, another agent's marked with its author:
-    each whole when it fits its share (what a short one leaves goes to the next), else cut and pointing to
-    memory_get; one that cannot show ITEM_MIN_CHARS is left out, and the section says so."""
+def _section(title: str, items: list[Memory], chars: int, priority: int) -> dict:
+    """A briefing section listing `items` within `chars`, one line each (item_line): each whole when it fits its
+    share (what a short one leaves goes to the next), else cut and pointing to memory_get; one that cannot show
+    ITEM_MIN_CHARS of its text is left out, and the section says so."""
     lines, ids, left = [], [], chars
     for n, memory in enumerate(items):
-        share = left // (len(items) - n)
-        by = by_line(agent, memory)
-        cut = f" ({memory.type}, {iso(memory.updated)[:10]}, id {memory.id}; memory_get {memory.id} for the whole)"
-        shown = shaped_content(memory.content, set(), max(ITEM_MIN_CHARS, share - len(by) - len(cut) - 4))
-        tail = cut if shown.get("truncated") else f" ({memory.type}, {iso(memory.updated)[:10]}, id {memory.id})"
-        line = f"- {by}{shown['content']}{tail}"
+        line = item_line(memory, max(left // (len(items) - n), 0))
         if len(line) + 1 > left:
             if lines:
-                lines.append(f"- ({len(items) - n} more left out for space)")
+                lines.append(f"({len(items) - n} more left out for space)")
             break
         lines.append(line)
         ids.append(memory.id)
         left -= len(line) + 1
     return {"title": title, "text": "\n".join(lines), "priority": priority, "memory_ids": ids}
+
+
+def item_line(memory: Memory, width: int) -> str:
+    """One memory as one line of a briefing: a JSON object (persmem_core.text.prompt_line) saying who wrote it
+    ("by", and "edited_by" when another agent made its current version), its type, date and id, and its text,
+    whole when the line fits `width`, else its start (at least ITEM_MIN_CHARS of it) with where the whole is.
+    Whatever the memory holds (line breaks, headings, quotes, tags) stays inside its "text": nothing it says
+    can start a line, a section or another entry, or pass for another author's."""
+    who = attribution(memory)
+    fields = {"by": who["author"], **({"edited_by": who["editor"]} if "editor" in who else {}),
+              "type": memory.type, "date": iso(memory.updated)[:10], "id": memory.id}
+    whole = prompt_line({**fields, "text": memory.content})
+    if len(whole) <= width:
+        return whole
+    fields["cut"] = f"memory_get {memory.id} gives the whole"
+    room = width - len(prompt_line({**fields, "text": ""}))
+    line = whole
+    for _ in range(6):  # escapes (a line break is two characters, an invisible one six) may need a second try
+        shown = shaped_content(memory.content, set(), max(ITEM_MIN_CHARS, room))["content"]
+        line = prompt_line({**fields, "text": shown})
+        if len(line) <= width or room <= ITEM_MIN_CHARS:
+            break
+        room -= len(line) - width
+    return line

@@ -200,7 +200,7 @@ def test_search_narrows_to_a_session_and_a_project(host):
 @pytest.mark.parametrize("prompt", PROMPTS_ABOUT_FACTS)
 def test_a_prompt_about_a_stored_fact_recalls_it(host, prompt):
     found = ask_recall(host, prompt)
-    assert found and found[0]["text"] == "(by wren) " + FACTS[PROMPTS_ABOUT_FACTS[prompt]]
+    assert found and found[0]["text"] == FACTS[PROMPTS_ABOUT_FACTS[prompt]]
     assert set(found[0]) == {"id", "text", "score", "project", "author"}
     assert found[0]["project"] == "acme" and found[0]["author"] == "wren"
 
@@ -228,14 +228,14 @@ def test_recall_never_hands_over_session_turns_or_identity_entries(host):
         content="I am wren: I answer questions about Stripe webhook retries.", project="acme", type="identity",
         tags=[], memory_id="wren-identity-recall")], author="wren", dedup=False)
     found = ask_recall(host, "how many times do we retry stripe webhooks?", top_k=5)
-    assert [m["text"] for m in found] == ["(by wren) " + FACTS[0]]
+    assert [(m["author"], m["text"]) for m in found] == [("wren", FACTS[0])]
 
 
-def test_a_recalled_memory_of_another_agent_names_its_author_and_ones_own_do_not(host):
+def test_a_recalled_memory_names_its_author_whoever_wrote_it(host):
     service(host).collection("memories").store([NewMemory(
         content="kite's note: the kestrel cache flush runs nightly at 03:00 UTC.", project="acme", type="note",
         tags=[])], author="kite", dedup=False)
     [own] = ask_recall(host, "when does the kestrel cache flush run nightly?", top_k=1)
-    assert own["author"] == "kite" and own["text"].startswith("kite's note: the kestrel")
+    assert own["author"] == "kite" and own["text"].startswith("kite's note: the kestrel") and "editor" not in own
     [others] = ask_recall(host, "how many times do we retry stripe webhooks?", top_k=1)
-    assert others["author"] == "wren" and others["text"].startswith("(by wren) The billing service")
+    assert others["author"] == "wren" and others["text"].startswith("The billing service")

@@ -5,6 +5,8 @@ another agent's identity, always within the budget."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from persmem_memory_hnsw.collection import NewMemory
@@ -74,12 +76,13 @@ def test_the_briefing_lists_memories_relevant_to_the_project_and_never_session_t
     assert all(not i.startswith("turn-") for s in memory_sections(host) for i in s["memory_ids"])
 
 
-def test_another_agents_memory_in_the_briefing_names_its_author_and_ones_own_do_not(host):
+def test_every_memory_in_the_briefing_is_one_json_line_naming_its_author(host):
     sections = memory_sections(host)
-    lines = [line for s in sections for line in s["text"].splitlines()]
-    others = [line for line in lines if "Stripe webhooks" in line or "except shard 8" in line]
-    assert len(others) == 2 and all(line.startswith("- (by wren) ") for line in others)
-    assert all(not line.startswith("- (by ") for line in sections[0]["text"].splitlines())  # kite's own
+    items = [json.loads(line) for s in sections for line in s["text"].splitlines() if line.startswith("{")]
+    others = [item for item in items if "Stripe webhooks" in item["text"] or "except shard 8" in item["text"]]
+    assert len(others) == 2 and all(item["by"] == "wren" for item in others)
+    assert all(json.loads(line)["by"] == "kite" for line in sections[0]["text"].splitlines())  # kite's own
+    assert all(set(item) <= {"by", "edited_by", "type", "date", "id", "text", "cut"} for item in items)
 
 
 @pytest.mark.parametrize("budget", [800, 2000, 8000])
@@ -89,7 +92,9 @@ def test_the_briefing_stays_within_its_budget_however_long_the_entries(host, bud
     pinned = sections[0]
     assert pinned["memory_ids"][0] == "kite-identity"  # who the agent is comes first, whatever else is cut
     if budget >= 2000:  # room for each entry: the long one is cut, and says where the whole is
-        assert "kite-long-directive" in pinned["memory_ids"] and "memory_get kite-long-directive" in pinned["text"]
+        assert "kite-long-directive" in pinned["memory_ids"]
+        [long] = [json.loads(line) for line in pinned["text"].splitlines() if "kite-long-directive" in line]
+        assert long["cut"] == "memory_get kite-long-directive gives the whole" and len(long["text"]) >= 160
 
 
 def test_a_project_nobody_used_gets_no_handoff_and_no_guesswork(host):

@@ -48,6 +48,8 @@ import sys
 import time
 from urllib.parse import quote, urlsplit
 
+from .projects import git_root  # the standard library only, like this module
+
 # Each event's whole wall time, process start excluded; the client's timeout (installer.py) leaves a margin for
 # the start on a loaded machine: 2 s at least, 1 s for SessionEnd (Codex caps its timeout at 3 s).
 DEADLINES = {"SessionStart": 3.0, "UserPromptSubmit": 1.5, "Stop": 2.5, "PreCompact": 2.5, "SessionEnd": 2.0}
@@ -227,9 +229,16 @@ def context_output(event_name: str, context) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": context}})
 
 
+def repo_of(event: dict) -> str:
+    """The repository root at or above the event's working folder, found on this (the client's) disk: the
+    server names the session's project after it, and looks at its own disk only inside its workspace roots."""
+    cwd = event.get("cwd")
+    return (git_root(cwd) or "") if isinstance(cwd, str) and cwd.startswith("/") and "\0" not in cwd else ""
+
+
 def briefing(server: Server, client: str, event: dict) -> str:
     _, answer = server.request("POST", "/sessions/briefing", {
-        "client": client, "session_id": event["session_id"], "cwd": event.get("cwd") or "",
+        "client": client, "session_id": event["session_id"], "cwd": event.get("cwd") or "", "repo": repo_of(event),
         "source": event.get("source") or "startup"})
     return context_output("SessionStart", answer.get("context"))
 
@@ -240,7 +249,8 @@ def recall(server: Server, client: str, event: dict) -> str:
         return ""
     prompt = prompt[:MAX_PROMPT]
     _, answer = server.request("POST", "/sessions/recall", {
-        "client": client, "session_id": event["session_id"], "cwd": event.get("cwd") or "", "prompt": prompt})
+        "client": client, "session_id": event["session_id"], "cwd": event.get("cwd") or "", "repo": repo_of(event),
+        "prompt": prompt})
     return context_output("UserPromptSubmit", answer.get("context"))
 
 
@@ -335,8 +345,8 @@ def capture(server: Server, client: str, event: dict, environ) -> str:
             raise HookFailed("the server's line count is not a number")
         for batch in batches(new_lines(path, archived)):
             status, answer = server.request("POST", "/sessions/capture", {
-                "client": client, "session_id": session_id, "cwd": event.get("cwd") or "", "first_line": archived,
-                "lines": batch, "event": event.get("hook_event_name")}, accept=(200, 409))
+                "client": client, "session_id": session_id, "cwd": event.get("cwd") or "", "repo": repo_of(event),
+                "first_line": archived, "lines": batch, "event": event.get("hook_event_name")}, accept=(200, 409))
             if status == 409:  # the server has a different count: go on from its count
                 archived = answer.get("lines")
                 break

@@ -27,11 +27,16 @@ def search_session_turns(host, agent, query, project, session_id, top_k):
 def briefing_sections(host, agent, project, cwd, budget_chars):
     """Sections for the briefing a session starts with: a list of {"title": str, "text": str, "priority": int
     (smaller comes first and is cut last), "memory_ids": [str]}; `budget_chars` is the whole briefing's size,
-    so keep each section well under it."""
+    so keep each section well under it. Text an agent stored goes in as one line per item made by
+    persmem_core.text.prompt_line, its author in it: the briefing is read by another agent's session. Other
+    lines are made inert (no heading, no control character, no tag) and a section cut for space loses whole
+    lines from its end."""
 
 
 @hookspec(firstresult=True)
 def recall_for_prompt(host, agent, project, prompt, exclude_ids, top_k):
     """Memories relevant to `prompt` above the answering plugin's score floor, none of `exclude_ids`:
-    [{"id": str, "text": str, "score": float, "project": str, "author": str}] best first (another agent's memory
-    says who wrote it in its text); None when nothing can search."""
+    [{"id": str, "text": str, "score": float, "project": str, "author": str, "editor"?: str}] best first; "text"
+    is the memory's words only, "author" who wrote it and "editor" who made its current version when that is
+    someone else (the sessions plugin puts them in the prompt together, one line of JSON each); None when
+    nothing can search."""

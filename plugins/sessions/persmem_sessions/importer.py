@@ -238,7 +238,8 @@ class CaptureClient:
         while done < len(transcript.lines):
             batch = next(hook.batches(transcript.lines[done:]))  # under the server's 1 MB
             body = {"client": transcript.client, "session_id": transcript.session_id, "cwd": transcript.cwd,
-                    "first_line": done, "lines": batch, "event": "import"}
+                    "repo": hook.repo_of({"cwd": transcript.cwd}), "first_line": done, "lines": batch,
+                    "event": "import"}
             response = self.http.post("/sessions/capture", json=body)
             if response.status_code == 409:
                 done = int(self._json(response, ok=(409,))["lines"])

@@ -4,12 +4,15 @@ Mounted with auth="agent": on the owner's local socket as the agent in `X-Persme
 with the agent's bearer token. Everything is about the caller's own sessions.
 
 - GET  /sessions/capture/{client}/{session_id} -> {"lines": n}: lines of this session already archived
-- POST /sessions/capture {"client", "session_id", "cwd", "first_line", "lines": [str], "event"}
+- POST /sessions/capture {"client", "session_id", "cwd", "repo", "first_line", "lines": [str], "event"}
        -> {"archived", "total_lines", "redactions", "project"}; 409 {"error", "lines"} when first_line is not
        the archived count (resend from "lines")
-- POST /sessions/briefing {"client", "session_id", "cwd", "source"} -> {"context", "tokens", "project",
+- POST /sessions/briefing {"client", "session_id", "cwd", "repo", "source"} -> {"context", "tokens", "project",
        "memory_ids"}
-- POST /sessions/recall {"client", "session_id", "cwd", "prompt"} -> {"context", "memory_ids"}
+- POST /sessions/recall {"client", "session_id", "cwd", "repo", "prompt"} -> {"context", "memory_ids"}
+
+`repo` (optional) is the repository root the client found at or above `cwd` on its own disk: the project is
+named after it. The server looks for one itself only inside the [workspace] roots (projects.py).
 
 Errors are {"error": "..."}: 400 for a request that is not what is described here (naming the field), 409
 above, 503 while the server starts or stops. A body over [server] max_body_bytes (4 MB by default) is
@@ -52,6 +55,7 @@ class CaptureRequest(msgspec.Struct, forbid_unknown_fields=True):
     first_line: Annotated[int, Meta(ge=0)]
     lines: list[str]
     cwd: Cwd = ""
+    repo: Cwd = ""
     event: Annotated[str, Meta(max_length=64)] = ""
 
 
@@ -59,6 +63,7 @@ class BriefingRequest(msgspec.Struct, forbid_unknown_fields=True):
     client: Client
     session_id: SessionId
     cwd: Cwd = ""
+    repo: Cwd = ""
     source: Annotated[str, Meta(max_length=64)] = ""
 
 
@@ -67,11 +72,12 @@ class RecallRequest(msgspec.Struct, forbid_unknown_fields=True):
     session_id: SessionId
     prompt: Annotated[str, Meta(max_length=200_000)]
     cwd: Cwd = ""
+    repo: Cwd = ""
 
 
 FIELD_HELP = ('client is "claude" or "codex"; session_id is 1-128 letters, digits, ".", "_", ":" or "-"; '
-              "first_line a whole number from 0; lines a list of strings (the transcript's JSONL lines); cwd an "
-              "absolute folder up to 4096 characters")
+              "first_line a whole number from 0; lines a list of strings (the transcript's JSONL lines); cwd and "
+              "repo absolute folders up to 4096 characters")
 
 
 def _error(message: str, status: int, **extra) -> JSONResponse:
@@ -114,20 +120,21 @@ def build_app(get_service) -> Starlette:
         if isinstance(body, JSONResponse):
             return body
         return await run(request, lambda s, agent: s.capture(agent, body.client, body.session_id, body.cwd,
-                                                             body.first_line, body.lines))
+                                                             body.first_line, body.lines, body.repo))
 
     async def briefing(request: Request) -> JSONResponse:
         body = await decode(request, BriefingRequest, "briefing")
         if isinstance(body, JSONResponse):
             return body
-        return await run(request, lambda s, agent: s.briefing(agent, body.client, body.session_id, body.cwd))
+        return await run(request, lambda s, agent: s.briefing(agent, body.client, body.session_id, body.cwd,
+                                                              body.repo))
 
     async def recall(request: Request) -> JSONResponse:
         body = await decode(request, RecallRequest, "recall")
         if isinstance(body, JSONResponse):
             return body
         return await run(request, lambda s, agent: s.recall(agent, body.client, body.session_id, body.cwd,
-                                                            body.prompt))
+                                                            body.prompt, body.repo))
 
     return Starlette(routes=[
         Route("/capture/{client}/{session_id:path}", line_count, methods=["GET"]),

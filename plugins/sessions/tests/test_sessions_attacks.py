@@ -377,7 +377,10 @@ class TestHookOutput:
         assert list(output) == ["hookSpecificOutput"]
         assert set(output["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
         assert output["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
-        assert INJECTION in output["hookSpecificOutput"]["additionalContext"]
+        items = [json.loads(line) for line in output["hookSpecificOutput"]["additionalContext"].splitlines()
+                 if line.startswith("{")]
+        assert [(item["by"], item["text"]) for item in items] == [("wren", INJECTION)]
+        assert "</persmem>" not in output["hookSpecificOutput"]["additionalContext"]  # no tag it could close
 
     def test_recalled_memory_of_another_agent_names_its_author(self, planted):
         done = run_hook(planted.home, {"session_id": "sess-hook-author", "hook_event_name": "UserPromptSubmit",
@@ -385,7 +388,7 @@ class TestHookOutput:
                                        "prompt": "when does the kestrel cache flush run nightly?"})
         context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
         line = next(line for line in context.splitlines() if "kestrel cache flush" in line)
-        assert "wren" in line
+        assert json.loads(line)["by"] == "wren"
 
 
 # -- the installer and the users' files ------------------------------------------------------------------------------
