@@ -8,6 +8,9 @@ persmem re-embeds with its own model.
 
 persMEM's metadata keys map to persmem fields: project, tags (comma
 string), type / memory_type, author / agent, timestamp / created_at.
+Labels (project, type, tags, author) are made one line of visible text:
+control and invisible characters become spaces (query.check_visible_label
+would refuse them in a store; here there is no file to fix).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from persmem_core import UserError
+from persmem_core.text import control_characters
 
 from .collection import NewMemory
 from .records import ID_RE
@@ -32,6 +36,14 @@ def _time(value) -> float | None:
     except ValueError:
         return None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _label(value, default: str) -> str:
+    """A metadata value as a label: one line of visible text, at most 64 characters, else `default`."""
+    text = str(value)
+    hidden = set(control_characters(text))
+    text = "".join(" " if c in hidden else c for c in text)
+    return " ".join(text.split())[:64].strip() or default
 
 
 def _collection_name(name: str) -> str:
@@ -71,11 +83,11 @@ def read_chroma_store(path: Path, only: str | None = None) -> dict[str, list[New
                 tags = meta.get("tags") or ""
                 items.append(NewMemory(
                     content=document,
-                    project=str(meta.get("project") or "general")[:64],
-                    type=str(meta.get("type") or meta.get("memory_type") or "session_note")[:64],
-                    tags=[t.strip() for t in str(tags).split(",") if t.strip()],
+                    project=_label(meta.get("project") or "general", "general"),
+                    type=_label(meta.get("type") or meta.get("memory_type") or "session_note", "session_note"),
+                    tags=list(dict.fromkeys(tag for tag in (_label(t, "") for t in str(tags).split(",")) if tag)),
                     memory_id=record["id"] if ID_RE.match(record["id"] or "") else None,
-                    author=str(meta.get("author") or meta.get("agent") or "import")[:64],
+                    author=_label(meta.get("author") or meta.get("agent") or "import", "import"),
                     created=_time(meta.get("timestamp") or meta.get("created_at") or meta.get("created")),
                 ))
             out[_collection_name(name)] = items

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from persmem_core import UserError
+
 
 def _memory_folder() -> Path:
     from persmem_core.cli import get_host
@@ -145,45 +147,61 @@ def export_(path: Path, collection: str | None) -> None:
     click.echo(f"exported {count} memories", err=True)
 
 
+KEEP_IDENTITIES = "--keep-identity-entries"
+
+
 @memory.command("import")
 @click.argument("path", type=click.Path(exists=True, path_type=Path, dir_okay=False))
-def import_(path: Path) -> None:
+@click.option("--keep-identity-entries", "keep_identities", is_flag=True,
+              help="Also import the file's identity and directive entries under the authors it names. Those are "
+                   "pinned into each author's sessions as that agent's own voice: only for a file you trust, such "
+                   "as an export of your own store.")
+def import_(path: Path, keep_identities: bool) -> None:
     """Import memories from a JSON Lines file written by `persmem memory export` (ids, authors, times, links,
-    feedback and validity dates kept)."""
+    feedback and validity dates kept). Identity and directive entries are left out unless --keep-identity-entries
+    says the file is trusted."""
     from .collection import NewMemory
     from .contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
+    from .query import check_visible_label, parse_label
 
+    batches: dict[str, list] = {}
+    links: dict[str, dict[str, dict]] = {}  # collection -> id -> the lifecycle fields set after the store
+    with open(path, encoding="utf-8") as f:  # read whole before the store is opened: a bad line costs no wait
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                context, reply_to = rec.get("context") or "", rec.get("reply_to") or ""
+                for key, value, limit in (("context", context, MAX_CONTEXT_CHARS),
+                                          ("reply_to", reply_to, MAX_QUESTION_CHARS)):
+                    if not isinstance(value, str):
+                        raise TypeError(f"{key} must be a string, not {type(value).__name__}")
+                    if len(value) > limit:
+                        raise ValueError(f"{key} is {len(value)} characters, at most {limit}")
+                author = rec.get("author")
+                if author is not None:
+                    if not isinstance(author, str) or not author.strip():
+                        raise TypeError("author must be a name")
+                    check_visible_label(author, "author")
+                lifecycle = _lifecycle_from(rec)
+                item = NewMemory(content=rec["content"], project=parse_label(rec.get("project", "general"), "project"),
+                                 type=parse_label(rec.get("type", "session_note"), "type"),
+                                 tags=_tags(rec.get("tags", [])),
+                                 memory_id=rec.get("id"), author=author, created=_created(rec),
+                                 context=context, reply_to=reply_to,
+                                 consolidates=lifecycle.pop("consolidates"),
+                                 valid_until=lifecycle.pop("valid_until"),
+                                 review_after=lifecycle.pop("review_after"))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, UserError) as exc:
+                raise click.ClickException(f"{path}:{number}: not a memory record ({exc}).") from None
+            name = rec.get("collection", "memories")
+            batches.setdefault(name, []).append(item)
+            if item.memory_id and any(lifecycle.values()):
+                links.setdefault(name, {})[item.memory_id] = lifecycle
+    held = _hold_back_identities(batches, keep_identities)
     service = _open("import", _IMPORT_WHILE_RUNNING)
     try:
-        batches: dict[str, list] = {}
-        links: dict[str, dict[str, dict]] = {}  # collection -> id -> the lifecycle fields set after the store
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                    context, reply_to = rec.get("context") or "", rec.get("reply_to") or ""
-                    for key, value, limit in (("context", context, MAX_CONTEXT_CHARS),
-                                              ("reply_to", reply_to, MAX_QUESTION_CHARS)):
-                        if not isinstance(value, str):
-                            raise TypeError(f"{key} must be a string, not {type(value).__name__}")
-                        if len(value) > limit:
-                            raise ValueError(f"{key} is {len(value)} characters, at most {limit}")
-                    lifecycle = _lifecycle_from(rec)
-                    item = NewMemory(content=rec["content"], project=rec.get("project", "general"),
-                                     type=rec.get("type", "session_note"), tags=list(rec.get("tags", [])),
-                                     memory_id=rec.get("id"), author=rec.get("author"), created=_created(rec),
-                                     context=context, reply_to=reply_to,
-                                     consolidates=lifecycle.pop("consolidates"),
-                                     valid_until=lifecycle.pop("valid_until"),
-                                     review_after=lifecycle.pop("review_after"))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                    raise click.ClickException(f"{path}:{number}: not a memory record ({exc}).") from None
-                name = rec.get("collection", "memories")
-                batches.setdefault(name, []).append(item)
-                if item.memory_id and any(lifecycle.values()):
-                    links.setdefault(name, {})[item.memory_id] = lifecycle
         stored = _store_batches(service, batches, author="import")
         for name, fields in links.items():
             # Only the memories this import stored: one already present keeps its own links and feedback.
@@ -191,8 +209,55 @@ def import_(path: Path) -> None:
                                       {k: v for k, v in fields.items() if k in stored.get(name, set())})
             if restored:
                 click.echo(f"{name}: restored the links and feedback of {restored} memories")
+        _say_held_back(held, "persmem memory import", path)
     finally:
         service.stop()
+
+
+def _tags(value) -> list[str]:
+    """An exported memory's tags: a list of strings, each one line of visible text."""
+    from .query import check_visible_label
+
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise TypeError("tags must be a list of strings")
+    for tag in value:
+        check_visible_label(tag, "tag")
+    return list(value)
+
+
+def _hold_back_identities(batches: dict[str, list], keep: bool) -> dict[str, int]:
+    """Take the identity and directive entries out of `batches` unless `keep`: the number left out, by author.
+    Such an entry is pinned into its author's sessions as that agent's own voice (sessions_answers.briefing),
+    and a file can name any author: whoever wrote the file (a prompt-injected agent can write files) would speak
+    as that agent in every session it starts. Importing them is the operator's explicit word that the file is
+    trusted; without it they are left out, and a second import with the flag adds just them (ids already present
+    are skipped)."""
+    from .permissions import BOOTSTRAP_TYPES
+
+    held: dict[str, int] = {}
+    if keep:
+        return held
+    for name, items in batches.items():
+        kept = []
+        for item in items:
+            if item.type in BOOTSTRAP_TYPES:
+                author = item.author or "import"
+                held[author] = held.get(author, 0) + 1
+            else:
+                kept.append(item)
+        batches[name] = kept
+    return held
+
+
+def _say_held_back(held: dict[str, int], command: str, source) -> None:
+    if held:
+        whose = ", ".join(f"{count} of {author}" for author, count in sorted(held.items()))
+        count = sum(held.values())
+        click.echo(f"left out {count} identity or directive {'entry' if count == 1 else 'entries'} ({whose}): "
+                   "they would be pinned "
+                   "into those agents' sessions as their own voice. If you trust this source (an export of your own "
+                   f"store), import it again with {KEEP_IDENTITIES}: `{command} {KEEP_IDENTITIES} {source}` (what is "
+                   "already imported is skipped).")
 
 
 def _lifecycle_record(memory) -> dict:
@@ -256,8 +321,6 @@ def consolidate(dry_run: bool, collection: str | None, project: str | None, as_j
     """Gather mature clusters of similar memories into consolidated memories (extractive; members are kept and
     stay searchable; nothing is deleted). Every author's memories, each author's and project's clustered apart.
     Private collections (session turns) are never consolidated."""
-    from persmem_core import UserError
-
     from .consolidate import consolidate as run
     from .permissions import is_private
     from .query import did_you_mean
@@ -298,14 +361,20 @@ def consolidate(dry_run: bool, collection: str | None, project: str | None, as_j
 @memory.command("import-chroma")
 @click.argument("path", type=click.Path(exists=True, path_type=Path, file_okay=False))
 @click.option("--collection", "chroma_collection", default=None, help="Only this ChromaDB collection.")
-def import_chroma(path: Path, chroma_collection: str | None) -> None:
-    """Import a persMEM ChromaDB store (the folder holding chroma.sqlite3): documents, metadata and ids."""
+@click.option("--keep-identity-entries", "keep_identities", is_flag=True,
+              help="Also import identity and directive entries under the authors the store names (pinned into "
+                   "each author's sessions as its own voice: only for a store you trust).")
+def import_chroma(path: Path, chroma_collection: str | None, keep_identities: bool) -> None:
+    """Import a persMEM ChromaDB store (the folder holding chroma.sqlite3): documents, metadata and ids.
+    Identity and directive entries are left out unless --keep-identity-entries says the store is trusted."""
     from .chroma_import import read_chroma_store
 
     service = _open("import-chroma", _IMPORT_WHILE_RUNNING)
     try:
         batches = read_chroma_store(path, only=chroma_collection)
+        held = _hold_back_identities(batches, keep_identities)
         _store_batches(service, batches, author="import")
+        _say_held_back(held, "persmem memory import-chroma", path)
     finally:
         service.stop()
 
