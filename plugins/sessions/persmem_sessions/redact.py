@@ -69,9 +69,9 @@ class Rule:
 # -- detect-secrets' rules ------------------------------------------------------------------------------------------
 
 # Its regex plugins by secret_type: the kind each pattern of the plugin's denylist redacts as (in order; a
-# pattern whose secret is a group: (kind, group); None: not used), and for a plugin whose patterns cannot skip
-# ahead to a literal, the needles (a tuple) or the gate (a pattern) that must match first. A plugin a later version
-# adds is used too, named after its secret_type.
+# pattern whose secret is a group, or that starts with a case-insensitive literal: (kind, group, anchor); None: not
+# used), and for a plugin whose patterns cannot skip ahead to a literal, the needles (a tuple) or the gate (a
+# pattern) that must match first. A plugin a later version adds is used too, named after its secret_type.
 _DETECT_SECRETS = {
     "AWS Access Key": (["aws_access_key", ("aws_secret_key", 1)], ()),
     "Azure Storage Account access key": (["azure_storage_key"], ()),
@@ -83,7 +83,7 @@ _DETECT_SECRETS = {
     "OpenAI Token": (["openai_key"], ()),
     "PyPI Token": (["pypi_token"], ()),
     "SendGrid API Key": (["sendgrid_key"], ()),
-    "Slack Token": (["slack_token", "slack_webhook"], ("xox", "hooks.slack.com")),
+    "Slack Token": ([("slack_token", 0, "xox"), ("slack_webhook", 0, "https://hooks.slack.com/")], ()),
     "Square OAuth Secret": (["square_oauth_secret"], ()),
     "Stripe Access Key": (["stripe_key"], ("k_live_",)),
     "Telegram Bot Token": (["telegram_token"], re.compile(r":[0-9A-Za-z_-]{35}")),
@@ -126,8 +126,8 @@ def _detect_secrets_rules() -> list[Rule]:
             spec = kinds[index] if index < len(kinds) else kinds[-1]
             if spec is None:
                 continue
-            kind, group = (spec, 0) if isinstance(spec, str) else spec
-            rules.append(Rule(kind, pattern, group, needles, gate, accept, whole_token=not group,
+            kind, group, anchor = (spec, 0, "") if isinstance(spec, str) else (*spec, "")[:3]
+            rules.append(Rule(kind, pattern, group, needles, gate, accept, whole_token=not group, anchor=anchor,
                               origin=f"detect-secrets {plugin_class.__name__}"))
     return rules
 
@@ -156,12 +156,10 @@ _OWN_SHAPES = [
                                    r"[A-Za-z0-9.-]{10,}")),
     Rule("google_api_key", re.compile(r"AIza(?<![A-Za-z0-9_-]AIza)[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
     # test-mode keys and webhook signing secrets (detect-secrets: live keys)
-    Rule("stripe_key", re.compile(r"(?:[sr]k_test_(?<![A-Za-z0-9_][sr]k_test_)|whsec_(?<![A-Za-z0-9_]whsec_))"
-                                  r"[0-9A-Za-z]{16,}"),
-         needles=("k_test_", "whsec_")),
-    Rule("huggingface_token", re.compile(r"(?:hf_(?<![A-Za-z0-9_]hf_)|api_org_(?<![A-Za-z0-9_]api_org_))"
-                                         r"[A-Za-z0-9]{34,40}(?![A-Za-z0-9_])"),
-         needles=("hf_", "api_org_")),
+    *(Rule("stripe_key", re.compile(rf"{prefix}(?<![A-Za-z0-9_]{prefix})[0-9A-Za-z]{{16,}}"))
+      for prefix in ("sk_test_", "rk_test_", "whsec_")),
+    *(Rule("huggingface_token", re.compile(rf"{prefix}(?<![A-Za-z0-9_]{prefix})[A-Za-z0-9]{{34,40}}(?![A-Za-z0-9_])"))
+      for prefix in ("hf_", "api_org_")),
     # .npmrc: `//registry/:_authToken=...`, `_auth=`, `_password=` at a line's start or after the registry's `:`
     # (detect-secrets: npm_ or UUID values only); not a ${TEMPLATE}, not `self._password = ...` (assignment rules)
     Rule("npm_token", re.compile(r"_(?:authToken(?<![^:\n]_authToken)|auth(?<![^:\n]_auth)"
@@ -185,8 +183,8 @@ _CONTEXT_RULES = [
 
 # Cookie / Set-Cookie headers and curl's -b / --cookie: each value of 16+ characters (a session id; `theme=dark`
 # stays); a JWT in one is already marked `jwt`
-_COOKIE_HEADER = re.compile(r"(?i:(?<![A-Za-z0-9_-])(?:set-)?cookie[\"']?[ \t]*:|(?<![\w-])(?:-b|--cookie)[ \t]+)"
-                            r"[ \t]*[\"']?([^\r\n\"']{0,4000})")
+_COOKIE_HEADER = re.compile(r"(?<![A-Za-z0-9_-])(?i:set-)?(?i:cookie)[\"']?[ \t]*:[ \t]*[\"']?([^\r\n\"']{0,4000})")
+_COOKIE_FLAG = re.compile(r"(?<![\w-])(?:-b|--cookie)[ \t]+[\"']?([^\r\n\"']{0,4000})")
 _COOKIE = re.compile(r"([^=;\s]{1,100})=([^;\s]{16,})")
 
 # name = value, the value quoted (JSON, code, YAML, TOML; also inside JSON-escaped text: \"password\": \"...\";
@@ -262,21 +260,52 @@ def _apply(rule: Rule, text: str, lower: str, counter: list[int]) -> str:
     return "".join(pieces)
 
 
-def _cookies(text: str, counter: list[int]) -> str:
-    def values(match: re.Match[str]) -> str:
-        def one(pair: re.Match[str]) -> str:
-            if "[REDACTED:" in pair.group(2):
-                return pair.group(0)
-            counter[0] += 1
-            return f"{pair.group(1)}={MARK.format('cookie')}"
+def _cookie_headers(text: str, lower: str):
+    """The Cookie / Set-Cookie headers and curl -b / --cookie flags of `text`, in order, not overlapping; tried only
+    where `cookie` or `-b` stands (a case-insensitive pattern would be tried at every position)."""
+    found = []
+    for anchor in ("cookie", "-b"):
+        at = lower.find(anchor)
+        while at != -1:
+            if anchor == "-b":
+                starts = [(_COOKIE_FLAG, at)]
+            else:
+                starts = [(_COOKIE_HEADER, at - 4 if lower.startswith("set-", at - 4) else at),
+                          (_COOKIE_FLAG, at - 2)]
+            for pattern, start in starts:
+                match = pattern.match(text, start) if start >= 0 else None
+                if match:
+                    found.append(match)
+            at = lower.find(anchor, at + 1)
+    found.sort(key=lambda match: match.start())
+    last = 0
+    for match in found:
+        if match.start() >= last:
+            yield match
+            last = match.end()
 
-        start = match.start(1) - match.start(0)
-        if match.group(0).lstrip("\"' \t").lower().startswith("set-"):  # one cookie, then its attributes (Path=...)
-            first, separator, attributes = match.group(1).partition(";")
-            return match.group(0)[:start] + _COOKIE.sub(one, first) + separator + attributes
-        return match.group(0)[:start] + _COOKIE.sub(one, match.group(1))
 
-    return _COOKIE_HEADER.sub(values, text)
+def _cookies(text: str, lower: str, counter: list[int]) -> str:
+    def one(pair: re.Match[str]) -> str:
+        if "[REDACTED:" in pair.group(2):
+            return pair.group(0)
+        counter[0] += 1
+        return f"{pair.group(1)}={MARK.format('cookie')}"
+
+    pieces, last = [], 0
+    for match in _cookie_headers(text, lower):
+        value = match.group(1)
+        if match.re is _COOKIE_HEADER and lower.startswith("set-", match.start()):  # one cookie, then attributes
+            first, separator, attributes = value.partition(";")
+            value = _COOKIE.sub(one, first) + separator + attributes
+        else:
+            value = _COOKIE.sub(one, value)
+        pieces += [text[last:match.start(1)], value]
+        last = match.end(1)
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _replace_assignment(value_group: int, counter: list[int], flag: bool = False,
@@ -383,7 +412,7 @@ def redact(text: str, within: Plan | None = None) -> tuple[str, int]:
         if changed is not text:
             text, lower = changed, changed.lower()
     if (within is None or within.cookies) and ("cookie" in lower or "-b " in lower):
-        text = _cookies(text, counter)
+        text = _cookies(text, lower, counter)
         lower = text.lower()
     spans = _named_lines(text, lower) if within is None or within.names else []
     if spans:
@@ -407,6 +436,23 @@ def _nested_json(text: str):
     return value if isinstance(value, (dict, list)) else None
 
 
+def _strings(node, out: list[str]) -> None:
+    """Every string `redact_line` will redact in `node`, keys included, JSON text inside a string decoded."""
+    if isinstance(node, str):
+        nested = _nested_json(node)
+        if nested is None:
+            out.append(node)
+        else:
+            _strings(nested, out)
+    elif isinstance(node, list):
+        for item in node:
+            _strings(item, out)
+    elif isinstance(node, dict):
+        for key, item in node.items():
+            _strings(key, out)
+            _strings(item, out)
+
+
 def redact_line(line: str) -> tuple[str, int]:
     """One transcript line redacted. A JSON line is redacted value by value (its strings decoded first, so a
     key split by JSON escapes like `\\n` is still found) and written back as JSON, so it stays a valid line;
@@ -417,9 +463,6 @@ def redact_line(line: str) -> tuple[str, int]:
     except (ValueError, RecursionError):
         return redact(line)
     counter = [0]
-    # what the strings can hold, from the line as it is (an escape that could hide a needle, \\u0041 or \\/, makes
-    # each string check for itself)
-    within = None if "\\u" in line or "\\/" in line else plan(line)
 
     def walk(node):
         if isinstance(node, str):
@@ -453,6 +496,9 @@ def redact_line(line: str) -> tuple[str, int]:
         return walk(item)
 
     try:
+        strings: list[str] = []
+        _strings(value, strings)
+        within = plan("\n".join(strings))  # what the line's strings (decoded) can hold, worked out once
         cleaned = walk(value)
         if not counter[0]:
             return line, 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,11 @@ class TestEachRule:
         redact_line(json.dumps({"type": "user", "message": {"content": text}}))
         assert time.monotonic() - started < 8, unit
 
+    def test_a_secret_after_a_blank_written_as_an_escape_is_found_in_a_json_line(self):
+        line = json.dumps({"type": "user", "message": {"content": "mysql\t-pS3cr3tPass -h db\nnext line"}})
+        cleaned, count = redact_line(line)
+        assert count == 1 and "S3cr3tPass" not in cleaned and "[REDACTED:mysql_password]" in cleaned
+
     def test_a_secret_written_with_json_unicode_escapes_is_found(self):
         line = '{"type": "user", "message": {"content": "key \\u0073k-ant-api03-Qw8rTy2UiOp4AsDf6GhJk8LzXc0VbNm2"}}'
         cleaned, count = redact_line(line)
@@ -182,7 +188,8 @@ class TestTheRuleset:
         name=value rules) and a 1 KB answer, as Claude Code writes them; CPU time, the best of 30 (the box is shared).
         Measured on the 2-core dev box: about 0.2 ms for the answer, 1 ms for the source (the rules before
         detect-secrets: 0.75 and 2.2 ms)."""
-        source = (redact_module.__file__ and open(redact_module.__file__).read())[20_000:24_000]
+        source = Path(redact_module.__file__).read_text()[20_000:24_000]
+        assert len(source) == 4000
         prose = "The reconciliation job failed because the ledger export ran before the bank statement arrived. " * 10
         for text, budget in ((source, 4.0), (prose, 1.5)):
             line = json.dumps({"parentUuid": "00000000-0000-4000-8000-000000000001", "type": "user", "cwd": "/srv/app",
