@@ -6,7 +6,7 @@
 
 The home is its user's alone: 0700, every file in it 0600 (0700 if executable), every folder 0700, whether
 encryption is on or not. `persmem` creates everything under umask 077 (fileio.use_private_umask), and the process
-that takes the home tightens, with a log line, what an older version or a copy left open to others
+that takes the home tightens, with a log line, a home an older version left open to others and everything in it
 (`secure_home`). The workspace roots are left alone: the files there are the user's.
 """
 
@@ -67,11 +67,14 @@ class Tightened:
 
 
 def secure_home(home: Path, skip: Iterable[Path] = ()) -> Tightened:
-    """Make `home` this user's alone: created 0700, or its mode tightened to 0700; then every file and folder in it
-    that the group or others may read, write or enter loses those bits (files keep their owner's bits: 0644 ->
-    0600, 0755 -> 0700). Links are not followed, nothing under `skip` (the workspace roots: the user's files) is
-    touched, and nothing outside the home. A home that holds this user's whole home folder (PERSMEM_HOME=~) is
-    only made 0700 itself: its other contents are the user's, not persmem's. Logs what it changed."""
+    """Make `home` this user's alone: created 0700, or its mode tightened to 0700. A home that was open to others
+    (made by an older version, or under a looser umask) is then walked: every file and folder in it that the group
+    or others may read, write or enter loses those bits (files keep their owner's bits: 0644 -> 0600, 0755 ->
+    0700). A home that is 0700 already is not walked (nobody else can reach into it, and since this version
+    everything in it is made 0600 / 0700): a start costs one stat, not a walk over every mail and session file.
+    Links are not followed, nothing under `skip` (the workspace roots: the user's files) is touched, and nothing
+    outside the home. A home that holds this user's whole home folder (PERSMEM_HOME=~) is only made 0700 itself:
+    its other contents are the user's, not persmem's. Logs what it changed."""
     home = Path(home)
     done = Tightened()
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -84,7 +87,8 @@ def secure_home(home: Path, skip: Iterable[Path] = ()) -> Tightened:
             done.left.append(str(home))
     real_home = os.path.realpath(home)
     user_home = os.path.realpath(os.path.expanduser("~"))
-    if not (user_home == real_home or user_home.startswith(real_home.rstrip(os.sep) + os.sep)):
+    holds_user_home = user_home == real_home or user_home.startswith(real_home.rstrip(os.sep) + os.sep)
+    if done.home_mode is not None and not holds_user_home:
         _tighten_tree(real_home, {os.path.realpath(path) for path in skip}, done)
     for line in done.lines(home):
         log.info("%s", line)

@@ -149,3 +149,27 @@ def test_the_commands_tools_run_in_the_workspace_keep_the_users_umask(tmp_path):
         assert open_to_others(home, skip=(workspace,)) == []  # the rest of the home stays private
     finally:
         server.stop()
+
+
+def test_tightening_follows_no_link_and_leaves_the_workspace_and_a_private_home_alone(tmp_path):
+    from persmem_core.paths import secure_home
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("someone else's")
+    os.chmod(outside, 0o644)
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    os.chmod(home, 0o755)
+    (home / "workspace").mkdir()
+    (home / "workspace" / "readme.md").write_text("the user's own file")
+    os.chmod(home / "workspace" / "readme.md", 0o644)
+    (home / "link").symlink_to(outside)
+    (home / "data.json").write_text("{}")
+    os.chmod(home / "data.json", 0o644)
+    done = secure_home(home, skip=[home / "workspace"])
+    assert (done.home_mode, done.files) == (0o755, 1)
+    assert stat.S_IMODE(os.stat(outside).st_mode) == 0o644  # the link's target is not the home's
+    assert stat.S_IMODE(os.stat(home / "workspace" / "readme.md").st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(home / "data.json").st_mode) == 0o600
+    os.chmod(home / "data.json", 0o644)  # a home that is 0700 already is not walked: one stat per start
+    assert secure_home(home, skip=[]).files == 0 and stat.S_IMODE(os.stat(home).st_mode) == 0o700
