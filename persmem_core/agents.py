@@ -27,7 +27,7 @@ from persmem_core.commands.invocation import persmem_line
 from persmem_core.errors import UserError
 from persmem_core.fileio import atomic_write_bytes
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")  # \Z: "$" would let a name end in a line break
 TOKEN_PREFIX = "pm_"
 
 

@@ -39,7 +39,7 @@ def test_agent_add_prints_token_once_and_stores_only_a_hash(run_cli, persmem_env
 
 
 def test_agent_names_are_validated(run_cli, persmem_env):
-    for bad in ("../x", "Kite", "", "a" * 40, "ki te"):
+    for bad in ("../x", "Kite", "", "a" * 40, "ki te", "kite\n"):  # a name ending in a line break too
         result = run_cli("agent", "add", bad, env=persmem_env())
         assert result.returncode != 0 and "Traceback" not in result.stderr
 
