@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from persmem_core import config as config_mod
-from persmem_core import fileio, keys, paths
+from persmem_core import keys, paths
 from persmem_core.agents import AgentStore
 from persmem_core.auth_failures import AuthFailures
 from persmem_core.errors import ConfigError, PluginConflictError, UserError
@@ -220,7 +220,6 @@ class Host:
         """Every plugin's `startup`, in hook order. One rule: a startup that fails stops the server, naming
         the plugin (its tools would otherwise answer "not ready" forever); the plugins already started are
         shut down again first."""
-        fileio.use_private_umask()  # what the plugins create is this user's alone (persmem_core/paths.py)
         paths.secure_home(self.home, skip=[Path(os.path.realpath(Path(root).expanduser()))
                                            for root in self.section("workspace").roots] or [self.home / "workspace"])
         self.sealer  # a missing or wrong key stops the server here, before any plugin opens its data

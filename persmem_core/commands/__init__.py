@@ -15,6 +15,8 @@ def get_host(ctx: click.Context | None = None) -> Host:
     """The Host this process built at start (plugins loaded, config validated on first use)."""
     from persmem_core.fileio import use_private_umask
 
-    use_private_umask()  # whatever the command writes in the home (or exports, backs up) is this user's alone
+    # Whatever a command writes (the server's data, an export, a backup) is this user's alone: one place for every
+    # `persmem` process (a Host built inside another program, a test's, leaves that program's umask alone).
+    use_private_umask()
     ctx = ctx or click.get_current_context()
     return ctx.find_root().obj["host"]
