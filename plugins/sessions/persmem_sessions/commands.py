@@ -72,20 +72,27 @@ def status() -> None:
         for line in target_status(t, host.home):
             click.echo(line)
     sock = socket_path(str(host.home))
-    state = "a server is listening" if _answers(sock) else "no server is running (the hooks do nothing until one is)"
-    click.echo(f"server: {sock}: {state}")
+    click.echo(f"server: {sock}: {_state(str(host.home), sock)}")
 
 
-def _answers(sock: str) -> bool:
+def _state(home: str, sock: str) -> str:
+    """Whether a server of this user answers on `sock`, checked as the hooks check it (a socket, or a process on
+    it, that is not this user's is reported, not trusted)."""
     import socket
 
-    with socket.socket(socket.AF_UNIX) as probe:
-        probe.settimeout(1.0)
-        try:
+    from .hook import HookFailed, Untrusted, check_peer, trusted_socket
+
+    try:
+        trusted_socket(home, sock)
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.settimeout(1.0)
             probe.connect(sock)
-        except OSError:
-            return False
-    return True
+            check_peer(probe, sock)
+    except Untrusted as exc:
+        return f"NOT TRUSTED, the hooks send nothing there: {exc}"
+    except (HookFailed, OSError):
+        return "no server is running (the hooks do nothing until one is)"
+    return "a server is listening"
 
 
 @hooks.command()

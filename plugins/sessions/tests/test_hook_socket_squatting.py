@@ -373,3 +373,21 @@ def test_serve_refuses_a_socket_of_another_user_where_its_own_goes(users, tmp_pa
     assert "belongs to another user" in result.stderr and str(planted) in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert stat.S_ISSOCK(planted.lstat().st_mode) and planted.lstat().st_uid == attacker.uid  # left alone
+
+
+def test_hooks_status_reports_a_socket_that_is_not_the_users_own(users, tmp_path):
+    """`persmem hooks status` checks the socket as the hooks do: another user's socket is reported, not trusted."""
+    from persmem_sessions.commands import _state
+
+    _, attacker = users
+    folder = tmp_path / "runtime"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "persmem-x.sock")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(path)
+        listener.listen(1)
+        assert _state(str(tmp_path / "home"), path) == "a server is listening"
+        os.chown(path, attacker.uid, attacker.gid)
+        state = _state(str(tmp_path / "home"), path)
+    assert state.startswith("NOT TRUSTED, the hooks send nothing there") and "is not your persmem server" in state
+    assert _state(str(tmp_path / "home"), str(folder / "absent.sock")).startswith("no server is running")
