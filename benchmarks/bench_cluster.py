@@ -180,7 +180,7 @@ def run(quick: bool) -> dict:
         finally:
             one.stop()
         cluster = NatsCluster(root / "nats", size=3).start()
-        nodes = ClusterNodes(root / "nodes", cluster.urls, AGENTS, config={"memory": {"snapshot_every": 20_000}})
+        nodes = ClusterNodes(root / "nodes", cluster, AGENTS, config={"memory": {"snapshot_every": 20_000}})
         try:
             a, b = nodes.start(), nodes.start()
             with RoundRobinProxy([("127.0.0.1", a.port), ("127.0.0.1", b.port)], root / "proxy").start() as proxy:

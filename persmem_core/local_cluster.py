@@ -294,7 +294,7 @@ class NatsCluster:
 
     def __init__(self, root: Path, size: int = 3, host: str = "127.0.0.1", name: str = "persmem-local",
                  client_port: int = 0, *, clients: tuple[str, ...] | list[str] = ("node1", "node2", "node3"),
-                 auth: bool = False, tls: bool | None = None):
+                 auth: bool = True, tls: bool | None = None):
         """`client_port`: the first node's client port, the others following it (0: free ports, picked now).
         `clients`: the persmem nodes that get a user (and a seed file) of their own. `auth` False: anyone may
         connect (the open cluster doctor warns about). `tls` None: on when `host` is not loopback."""

@@ -12,7 +12,8 @@ persmem installed can use them:
 - `persmem_stdio(agent)`: an async MCP client connected to `persmem serve
   --transport stdio` in a subprocess (the agent is registered first if new).
 - `nats_cluster`: a started three-node NATS JetStream cluster of real nats-server processes in tmp_path
-  (persmem_core/local_cluster.py: `.urls`, `.kill(i)`, `.restart(i)`), stopped after the test.
+  (persmem_core/local_cluster.py: `.client_settings(name)`, `.connect_options()`, `.kill(i)`, `.restart(i)`), closed
+  (an nkey per client, as `persmem cluster up` makes it), stopped after the test.
 - `chromium_browser()`, `browser_page(browser)`, `dashboard_login(page, server,
   agent)`: the dashboard in a real headless Chromium (Playwright);
   `async_chromium_browser()` the same browser for tests driving it from an event loop.
@@ -304,16 +305,22 @@ class ClusterNodes:
 
     SHARED_FILES = ("agents.json", "persmem.key")
 
-    def __init__(self, root: Path, urls: list[str], agents=("kite", "wren"), config: dict | None = None,
+    def __init__(self, root: Path, urls, agents=("kite", "wren"), config: dict | None = None,
                  env: dict[str, str] | None = None):
-        self.root, self.urls, self.agents = Path(root), list(urls), tuple(agents)
+        """`urls`: the cluster's client URLs, or the NatsCluster itself: then each node connects as its own NATS user
+        (node1, node2, ... of the cluster's clients; any later node as the first)."""
+        self.nats = urls if hasattr(urls, "client_settings") else None
+        self.root, self.urls, self.agents = Path(root), list(self.nats.urls if self.nats else urls), tuple(agents)
         self.config, self.env = config or {}, env or {}
         self.servers: list[RunningServer] = []
 
     def start(self, timeout: float = 60.0) -> RunningServer:
         name = f"node{len(self.servers) + 1}"
         home = self.root / name
-        config = {"cluster": {"servers": self.urls, "node": name}, "server": {"stateless": True}}
+        cluster = {"servers": self.urls, "node": name}
+        if self.nats is not None:
+            cluster = {**self.nats.client_settings(name if name in self.nats.clients else None), **cluster}
+        config = {"cluster": cluster, "server": {"stateless": True}}
         for section, values in self.config.items():
             config[section] = {**config.get(section, {}), **values}
         write_config(home, config)
@@ -341,7 +348,7 @@ def cluster_nodes(tmp_path, nats_cluster) -> Iterator[Any]:
     made: list[ClusterNodes] = []
 
     def make(config: dict | None = None, env: dict[str, str] | None = None, agents=("kite", "wren")) -> ClusterNodes:
-        made.append(ClusterNodes(tmp_path / f"nodes{len(made) + 1}", nats_cluster.urls, agents, config, env))
+        made.append(ClusterNodes(tmp_path / f"nodes{len(made) + 1}", nats_cluster, agents, config, env))
         return made[-1]
 
     yield make
@@ -351,8 +358,10 @@ def cluster_nodes(tmp_path, nats_cluster) -> Iterator[Any]:
 
 @pytest.fixture
 def nats_cluster(tmp_path) -> Iterator[Any]:
-    """A started three-node NATS JetStream cluster (persmem_core.local_cluster.NatsCluster) under tmp_path/nats:
-    `.urls` for [cluster] servers, `.kill(i)` / `.restart(i)` for failures; always stopped after the test."""
+    """A started three-node NATS JetStream cluster (persmem_core.local_cluster.NatsCluster) under tmp_path/nats, closed
+    as `persmem cluster up` makes it (an nkey per client): `.client_settings(name)` for a node's [cluster] section,
+    `.connect_options()` for nats.connect (as its administrator), `.kill(i)` / `.restart(i)` for failures; always
+    stopped after the test."""
     from persmem_core.local_cluster import NatsCluster
 
     cluster = NatsCluster(tmp_path / "nats", size=3)

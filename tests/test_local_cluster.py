@@ -44,7 +44,7 @@ def test_three_nodes_keep_an_r3_stream_writable_with_one_down(nats_cluster):
     assert cluster.meta_leader() in {"n1", "n2", "n3"}
 
     async def create_and_publish():
-        nc = await nats.connect(servers=cluster.urls)
+        nc = await nats.connect(**cluster.connect_options())  # as the administrator: a node's user makes no streams
         try:
             js = nc.jetstream(timeout=10)
             info = await js.add_stream(name="PERSMEM_TEST", subjects=["persmem.test.>"], num_replicas=3)
@@ -62,7 +62,7 @@ def test_three_nodes_keep_an_r3_stream_writable_with_one_down(nats_cluster):
     assert not cluster.nodes[victim].running()
 
     async def publish_with_one_down():
-        nc = await nats.connect(servers=[u for i, u in enumerate(cluster.urls) if i != victim])
+        nc = await nats.connect(**cluster.connect_options(servers=[u for i, u in enumerate(cluster.urls) if i != victim]))
         try:
             js = nc.jetstream(timeout=10)
             ack = await publish_until_acked(js, "persmem.test.b", b"two")
@@ -76,7 +76,7 @@ def test_three_nodes_keep_an_r3_stream_writable_with_one_down(nats_cluster):
     cluster.restart(victim)  # waits until the cluster is healthy again, the node caught up
 
     async def the_restarted_node_has_both():
-        nc = await nats.connect(servers=[cluster.urls[victim]])
+        nc = await nats.connect(**cluster.connect_options(servers=[cluster.urls[victim]]))
         try:
             js = nc.jetstream(timeout=10)
             info = await js.stream_info("PERSMEM_TEST")
@@ -201,17 +201,27 @@ def test_cluster_up_prints_the_servers_and_stops_on_sigterm(tmp_path):
     try:
         output = []
         deadline = time.monotonic() + 60
-        while not any(line.startswith("servers = [") for line in output):
+        while not output or output[-1] != "Ctrl-C stops the cluster.\n":
             line = up.stdout.readline()
             assert line and time.monotonic() < deadline, "".join(output)
             output.append(line)
-        servers_line = output[-1]
-        assert output[-2] == "[cluster]\n"
-        servers = tomllib.loads(servers_line)["servers"]
+        node1 = output[output.index("# node1\n") + 1:output.index("# node2\n")]  # [cluster] lines for node1
+        assert node1[0] == "[cluster]\n"
+        settings = tomllib.loads("".join(node1[1:]))
+        servers = settings["servers"]
         assert len(servers) == 3 and len(nats_servers_under(root)) == 3
+        assert settings["nkey_file"] == str(root / "auth" / "node1.nk")
+        assert (root / "auth" / "node1.nk").stat().st_mode & 0o777 == 0o600
+        admin = output[-2].rsplit(": ", 1)[1].strip()
+
+        async def stranger():  # closed by default: no credentials, no entry
+            await nats.connect(servers=servers, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3)
+
+        with pytest.raises(Exception, match="Authorization Violation"):
+            asyncio.run(stranger())
 
         async def make_stream():
-            nc = await nats.connect(servers=servers)
+            nc = await nats.connect(servers=servers, nkeys_seed=admin)
             try:
                 js = nc.jetstream(timeout=10)
                 await js.add_stream(name="PERSMEM_TEST", subjects=["persmem.test.>"], num_replicas=3)
@@ -221,7 +231,7 @@ def test_cluster_up_prints_the_servers_and_stops_on_sigterm(tmp_path):
                 await nc.close()
 
         asyncio.run(make_stream())
-        write_config(home, "[cluster]\n" + servers_line)
+        write_config(home, "".join(node1))
         status = subprocess.run(persmem_command("cluster", "status"), env=env, capture_output=True, text=True,
                                 timeout=60)
         assert status.returncode == 0, status.stderr

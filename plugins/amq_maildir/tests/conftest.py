@@ -54,7 +54,7 @@ def server(request, tmp_path_factory):
     config = {"amq": {"readers": {"operator": ["*"]}}}
     with contextlib.ExitStack() as stack:
         if getattr(request, "param", "maildir") == "nats":
-            config["cluster"] = {"servers": stack.enter_context(nats_server(tmp_path_factory)), "replicas": 1}
+            config["cluster"] = {**stack.enter_context(nats_server(tmp_path_factory)), "replicas": 1}
         running = serve(tmp_path_factory.mktemp("home"), config)
         stack.callback(running.stop)
         yield running
@@ -62,7 +62,8 @@ def server(request, tmp_path_factory):
 
 @contextlib.contextmanager
 def nats_server(tmp_path_factory):
-    """A one-node NATS JetStream server of its own (so no mail is left from other tests); yields its URLs."""
+    """A one-node NATS JetStream server of its own (so no mail is left from other tests); yields the [cluster]
+    settings of a node on it (servers, credentials)."""
     import importlib.util
 
     if importlib.util.find_spec("persmem_amq_nats") is None or importlib.util.find_spec("nats") is None:
@@ -71,7 +72,7 @@ def nats_server(tmp_path_factory):
 
     cluster = NatsCluster(tmp_path_factory.mktemp("nats"), size=1)
     try:
-        yield cluster.start().urls
+        yield cluster.start().client_settings()
     finally:
         cluster.stop()
 

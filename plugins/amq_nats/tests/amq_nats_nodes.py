@@ -9,11 +9,13 @@ NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}
 AGENTS = ("kite", "wren", "operator")
 
 
-def node_config(urls: list[str], replicas: int = 3) -> dict:
+def node_config(cluster, replicas: int = 3) -> dict:
+    """A mail node's persmem.toml on `cluster` (a NatsCluster: its servers and node1's credentials)."""
     return {"amq": {"readers": {"operator": ["*"]}}, "server": {"stateless": True},
-            "cluster": {"servers": list(urls), "replicas": replicas}}
+            "cluster": {**cluster.client_settings("node1"), "replicas": replicas}}
 
 
-def mail_nodes(root: Path, urls: list[str]) -> ClusterNodes:
-    """Mail-only persmem nodes on the cluster at `urls` (the operator reads every inbox); `.start()` adds one."""
-    return ClusterNodes(root, urls, AGENTS, config={"amq": {"readers": {"operator": ["*"]}}}, env=NO_MEMORY)
+def mail_nodes(root: Path, cluster) -> ClusterNodes:
+    """Mail-only persmem nodes on `cluster` (a NatsCluster; each node with its own NATS user; the operator reads
+    every inbox); `.start()` adds one."""
+    return ClusterNodes(root, cluster, AGENTS, config={"amq": {"readers": {"operator": ["*"]}}}, env=NO_MEMORY)

@@ -10,7 +10,7 @@ from amq_nats_nodes import mail_nodes
 @pytest.fixture
 def two_nodes(tmp_path, nats_cluster):
     """(node_a, node_b, nats_cluster): two persmem servers on the same cluster; stopped after the test."""
-    nodes = mail_nodes(tmp_path / "nodes", nats_cluster.urls)
+    nodes = mail_nodes(tmp_path / "nodes", nats_cluster)
     try:
         yield nodes.start(), nodes.start(), nats_cluster
     finally:

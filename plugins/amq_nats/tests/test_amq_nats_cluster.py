@@ -171,7 +171,7 @@ def stream_leader(cluster) -> int:
     import nats
 
     async def ask():
-        nc = await nats.connect(servers=cluster.urls)
+        nc = await nats.connect(**cluster.connect_options())
         try:
             return (await nc.jetstream().stream_info("PERSMEM_AMQ")).cluster.leader
         finally:
@@ -200,7 +200,7 @@ def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster_and_
     write_config(home, {"amq": {"agents": list(AGENTS)}})
     refused = cli("amq", "migrate")
     assert refused.returncode == 1 and "no mail backend other than the Maildir" in refused.stderr
-    write_config(home, node_config(nats_cluster.urls))
+    write_config(home, node_config(nats_cluster))
     first = cli("amq", "migrate")
     assert first.returncode == 0, first.stderr
     counts = json.loads(first.stdout.splitlines()[-1])
@@ -215,7 +215,7 @@ def test_migrate_moves_a_maildir_with_read_and_unread_mail_into_the_cluster_and_
     copies = {path.stem: path.parent.name for path in (tmp_path / "bk").rglob("*.md")}
     assert copies == {i: "cur" if i in ids[:2] else "new" for i in ids}
 
-    nodes = mail_nodes(tmp_path / "node", nats_cluster.urls)
+    nodes = mail_nodes(tmp_path / "node", nats_cluster)
     (tmp_path / "node" / "node1").mkdir(parents=True)  # a node of the same cluster: the same key (docs/scale-out.md)
     shutil.copy2(home / "persmem.key", tmp_path / "node" / "node1" / "persmem.key")
     node = nodes.start()
@@ -235,7 +235,7 @@ def test_more_replicas_than_nats_servers_fails_startup_after_asking_again_with_t
     (the flake this fixes: a first node refused at once), then fails naming what to start or lower."""
     from persmem_core.testing import ClusterNodes
 
-    nodes = ClusterNodes(tmp_path / "nodes", nats_cluster.urls, AGENTS, env=NO_MEMORY,
+    nodes = ClusterNodes(tmp_path / "nodes", nats_cluster, AGENTS, env=NO_MEMORY,
                          config={"cluster": {"replicas": 5, "connect_timeout_seconds": 3}})
     began = time.monotonic()
     try:
@@ -256,7 +256,7 @@ def test_a_node_started_together_with_the_nats_servers_waits_for_jetstream_and_d
     from persmem_core.local_cluster import NatsCluster
 
     cluster = NatsCluster(tmp_path / "nats", size=3).start(wait=False)
-    nodes = mail_nodes(tmp_path / "nodes", cluster.urls)
+    nodes = mail_nodes(tmp_path / "nodes", cluster)
     try:
         node = nodes.start()
         sent = call(node, "amq_send", "kite", from_agent="", to_agent="wren", body="early", subject="boot")

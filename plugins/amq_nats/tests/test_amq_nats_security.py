@@ -39,13 +39,10 @@ def closed_cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory, closed_cluster):
     """Two persmem servers on the closed cluster, each with its own NATS user; mail sealed ([amq] encrypt)."""
-    config = {"amq": {"readers": {"operator": ["*"]}, "encrypt": True},
-              "cluster": closed_cluster.client_settings("node1")}
-    nodes = ClusterNodes(tmp_path_factory.mktemp("nodes"), closed_cluster.urls, AGENTS, config=config, env=NO_MEMORY)
+    config = {"amq": {"readers": {"operator": ["*"]}, "encrypt": True}}
+    nodes = ClusterNodes(tmp_path_factory.mktemp("nodes"), closed_cluster, AGENTS, config=config, env=NO_MEMORY)
     try:
-        a = nodes.start()
-        nodes.config["cluster"] = closed_cluster.client_settings("node2")
-        yield a, nodes.start()
+        yield nodes.start(), nodes.start()  # node1 and node2, each as its own NATS user
     finally:
         nodes.stop()
 

@@ -98,6 +98,8 @@ class Replication:
     def __init__(self, link, sealer: Sealer, *, replicas: int, timeout: float):
         self.link, self.sealer, self.replicas, self.timeout = link, sealer, replicas, timeout
         self.binding = StreamBinding(link, sealer, STREAM, WRITE_KIND, MARKER, PURPOSE)
+        self._verified: set[str] = set()  # collections one of whose writes opened (collections())
+        self._unverified: set[str] = set()  # those none did, logged once
         self._followers: list[Follower] = []
         self._watcher = None
         self._known: set[str] = set()  # collections watch_collections has reported
@@ -163,10 +165,45 @@ class Replication:
                           f"collection(s), replicas {info.config.num_replicas}{leader}")
 
     def collections(self) -> list[str]:
-        """The collections the stream holds writes of (some may not be open on this node yet)."""
+        """The collections the stream holds writes of (some may not be open on this node yet). A subject that only
+        writes nobody can open were published to (a name someone without the key made up) is left out."""
         info = self._run(lambda: self.link.js.stream_info(STREAM, subjects_filter=SUBJECT_PREFIX + ">"),
                          "list collections")
-        return sorted(name[len(SUBJECT_PREFIX):] for name in (info.state.subjects or {}) if name != MARKER)
+        names = sorted(name[len(SUBJECT_PREFIX):] for name in (info.state.subjects or {}) if name != MARKER)
+        return [name for name in names if self._made_by_a_node(name)]
+
+    def _made_by_a_node(self, collection: str, look_at: int = 8) -> bool:
+        """Whether one of the collection's first `look_at` writes opens as a write of it (remembered once so)."""
+        from nats.js.errors import NotFoundError
+
+        if not self.binding.on or collection in self._verified:
+            return True
+        seq = 1
+        for _ in range(look_at):
+            async def _next(after=seq):
+                try:
+                    return await self.link.js.get_msg(STREAM, seq=after, subject=subject(collection), next=True)
+                except NotFoundError:
+                    return None
+
+            msg = self._run(_next, "check a collection's writes")
+            if msg is None:
+                break
+            try:
+                self.open_write(msg.seq, msg.data or b"", collection, msg.headers or {})
+            except FrameRefused:
+                seq = msg.seq + 1
+                continue
+            except Exception:  # noqa: BLE001 - another key, or not msgpack: the follower says what it is
+                pass
+            self._verified.add(collection)
+            return True
+        if collection not in self._unverified:
+            self._unverified.add(collection)
+            log.error("memory: the memory stream names a collection %r, but none of its first writes opens as one a "
+                      "node made; it is not opened here (check who can reach the NATS servers: `persmem doctor`)",
+                      collection[:80])
+        return False
 
     def last_seq(self, collection: str) -> int:
         """The stream sequence of the collection's newest write (0: none)."""

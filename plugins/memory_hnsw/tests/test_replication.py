@@ -257,6 +257,8 @@ def test_writes_moved_to_another_collection_replayed_or_unsealed_are_refused_on_
         assert ids(col) == {shared, after}  # not wren's turn
         assert col.get(shared).content == "The release train leaves on Fridays." and col.get(shared).version == 2
     assert turn in ids(private)
+    intruder.publish("made-up", plain)  # a collection nobody made: not listed, so no node opens it
+    assert "made-up" not in shared_b.replication.collections() and "memories" in shared_b.replication.collections()
     assert caplog.text.count("was refused") == 6, caplog.text  # three writes, each on both nodes
     assert caplog.text.count("does not open as sealed for that place") == 4 and "is not sealed" in caplog.text
 
