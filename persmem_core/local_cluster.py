@@ -93,7 +93,8 @@ def write_private(path: Path, data: bytes) -> None:
 
 
 def nkey_user_entry(public: str, permissions: dict | None) -> str:
-    """One `authorization.users` entry of a NATS server config: the user's public nkey and its permissions (None: all)."""
+    """One `authorization.users` entry of a NATS server config: the user's public nkey and its permissions (None:
+    everything)."""
     entry = {"nkey": public}
     if permissions is not None:
         entry["permissions"] = permissions
@@ -171,7 +172,8 @@ class ClusterTLS:
         if cert.issuer != ca_cert.subject:
             return False
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        have = {str(v) for v in names.get_values_for_type(x509.IPAddress)} | set(names.get_values_for_type(x509.DNSName))
+        have = {str(v) for v in names.get_values_for_type(x509.IPAddress)}
+        have |= set(names.get_values_for_type(x509.DNSName))
         return all(h.strip("[]") in have for h in hosts)
 
     def cert_path(self, name: str) -> Path:
@@ -305,7 +307,8 @@ class NatsCluster:
         self.auth = auth
         self.clients = list(dict.fromkeys(clients)) if auth else []
         if ADMIN in self.clients:
-            raise UserError(f"{ADMIN!r} is the name of the cluster's administrator user; name the persmem nodes otherwise.")
+            raise UserError(f"{ADMIN!r} is the name of the cluster's administrator user; name the persmem nodes "
+                            "otherwise.")
         self.tls = ClusterTLS(self.root / "tls") if (tls if tls is not None else not is_loopback(host)) else None
         self.nodes: list[NatsNode] = []
         taken: set[int] = set()

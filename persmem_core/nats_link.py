@@ -74,7 +74,8 @@ def tls_context(config: ClusterConfig) -> ssl.SSLContext | None:
             return ssl.create_default_context(cafile=str(Path(config.tls_ca_file).expanduser()))
         except (OSError, ssl.SSLError) as exc:
             raise UserError(f"[cluster] tls_ca_file = {config.tls_ca_file!r} is not a readable CA certificate "
-                            f"({exc}). Point it at the cluster's CA (`persmem cluster up` writes tls/ca.pem).") from None
+                            f"({exc}). Point it at the cluster's CA (`persmem cluster up` writes tls/ca.pem)."
+                            ) from None
     if any(url.startswith("tls://") for url in config.servers):
         return ssl.create_default_context()
     return None
@@ -119,12 +120,12 @@ class NatsLink:
     def connect(self) -> NatsLink:
         """Connect (waiting up to [cluster] connect_timeout_seconds); reconnects later on its own, forever."""
         try:
-            import nats
+            import nats  # noqa: F401 - its Client connects below
         except ImportError:
             raise UserError("[cluster] servers is set but the NATS client is not installed: "
                             "pip install 'persmem[cluster]' (nats-py).") from None
-        self._thread.start()
         cfg = self.config
+        credentials = connect_options(cfg)  # a seed file others can read stops here, before anything runs
 
         refusals: list[str] = []  # what the servers said when they refused this node's first connection
 
@@ -144,9 +145,10 @@ class NatsLink:
         options: dict[str, Any] = dict(
             servers=list(cfg.servers), name=f"persmem-{self.node}", connect_timeout=min(cfg.connect_timeout_seconds, 5),
             allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=0.25, error_cb=_errors,
-            **connect_options(cfg),
+            **credentials,
         )
         refused = None
+        self._thread.start()
 
         async def _connect():
             # nats-py asks every server again and again (a cluster starting beside us may not listen yet) until one
@@ -330,7 +332,8 @@ class StreamBinding:
         except SealingError:
             raise FrameRefused(f"{self.stream} sequence {seq} on {subject} (message id {msg_id[:80]!r}) does not open "
                                "as sealed for that place: it was copied there from elsewhere (moved or replayed) or "
-                               "forged, and is refused (check who can reach the NATS servers: `persmem doctor`)") from None
+                               "forged, and is refused (check who can reach the NATS servers: `persmem doctor`)"
+                               ) from None
 
     async def establish(self, details: Callable[[], Awaitable[dict]] | None = None) -> dict:
         """Find where binding starts (the first marker that opens), publishing a marker first when there is none;
@@ -444,12 +447,12 @@ def doctor_checks(config: ClusterConfig, encryption_on: bool) -> list:
                            "who reaches them can read persmem's mail and memory streams and publish to them. Give "
                            "every NATS server an authorization block with one nkey user per persmem node "
                            "(docs/scale-out.md; `persmem cluster user NAME`), then set [cluster] nkey_file."))
-    elif not mine and not silent:
-        checks.append(fail("cluster auth", "the NATS servers require credentials and [cluster] has none: set "
-                           "nkey_file (or credentials) to this node's file."))
-    elif silent and len(silent) == len(config.servers):
+    elif len(silent) == len(config.servers):
         checks.append(warn("cluster auth", f"no NATS server answered ({', '.join(silent)}): start them "
                            "(`persmem cluster status` tells more)."))
+    elif not mine:
+        checks.append(fail("cluster auth", "the NATS servers require credentials and [cluster] has none: set "
+                           "nkey_file (or credentials) to this node's file."))
     else:
         checks.append(pass_("cluster auth", "every NATS server that answered requires credentials; this node has "
                             f"its own in {mine} (0600)" + (f"; not answering: {', '.join(silent)}" if silent else "")))

@@ -62,7 +62,8 @@ def test_three_nodes_keep_an_r3_stream_writable_with_one_down(nats_cluster):
     assert not cluster.nodes[victim].running()
 
     async def publish_with_one_down():
-        nc = await nats.connect(**cluster.connect_options(servers=[u for i, u in enumerate(cluster.urls) if i != victim]))
+        others = [u for i, u in enumerate(cluster.urls) if i != victim]
+        nc = await nats.connect(**cluster.connect_options(servers=others))
         try:
             js = nc.jetstream(timeout=10)
             ack = await publish_until_acked(js, "persmem.test.b", b"two")
@@ -243,3 +244,34 @@ def test_cluster_up_prints_the_servers_and_stops_on_sigterm(tmp_path):
         rest, _ = up.communicate(timeout=30)
     assert up.returncode == 0 and "NATS cluster stopped." in rest
     assert nats_servers_under(root) == []
+
+
+def test_cluster_user_makes_a_private_seed_that_a_closed_cluster_lets_in(tmp_path):
+    """`persmem cluster user NAME`: a seed file (0600, never replacing one) for [cluster] nkey_file and the
+    servers' users entry (its public key with persmem's permissions only); a node with that seed gets in."""
+    import json
+
+    from persmem_core.local_cluster import NatsCluster, nkey_public, node_permissions
+    from persmem_core.nats_link import NatsLink
+    from persmem_core.settings import ClusterConfig
+
+    root, env = tmp_path / "nats", clean_env(tmp_path / "home")
+    seed = root / "auth" / "node9.nk"
+    made = subprocess.run(persmem_command("cluster", "user", "node9", "--out", str(seed)), env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    assert seed.stat().st_mode & 0o777 == 0o600 and f'nkey_file = "{seed}"' in made.stdout
+    entry = json.loads(made.stdout.strip().splitlines()[-1])
+    assert entry == {"nkey": nkey_public(seed), "permissions": node_permissions()}
+    again = subprocess.run(persmem_command("cluster", "user", "node9", "--out", str(seed)), env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "is not replaced" in again.stderr
+    with NatsCluster(root, size=1, clients=["node9"]) as cluster:  # lists the public key of the seed it finds
+        link = NatsLink(ClusterConfig(**cluster.client_settings("node9"))).connect()
+        try:
+            assert link.run(link.js.account_info()) is not None
+        finally:
+            link.close()
+        seed.chmod(0o644)
+        with pytest.raises(Exception, match="nkey_file is not private.*chmod 600"):
+            NatsLink(ClusterConfig(**cluster.client_settings("node9"))).connect()
