@@ -5,7 +5,8 @@ not the key copies wren's sealed mail into kite's mailbox, publishes unsealed ma
 its own in the way: kite never sees either message, its real mail keeps coming, and kite still claims its own mail.
 `persmem doctor` warns about a cluster open to anyone and one reached across a network without TLS, and passes
 what `persmem cluster up --host <address>` makes (nkeys, and TLS off loopback); a client that does not check the
-servers' certificate against the cluster's CA is refused at once.
+servers' certificate against the cluster's CA is refused at once. Mail an earlier persmem stored (before the
+stream's binding marker) is still delivered; the same kind after it is not.
 """
 
 import asyncio
@@ -173,3 +174,39 @@ def test_doctor_warns_about_a_cluster_open_to_anyone_and_one_reached_across_a_ne
         without_ca = {**closed.client_settings("node1"), "tls_ca_file": "", "connect_timeout_seconds": 5}
         with pytest.raises(ClusterRefused, match="CERTIFICATE_VERIFY_FAILED"):
             NatsLink(ClusterConfig(**without_ca)).connect()
+
+
+def test_mail_an_earlier_persmem_stored_is_still_delivered_and_the_same_kind_after_the_marker_is_not(tmp_path):
+    """A cluster upgraded in place: a delivery stored before binding (the message bytes as they are, no seal around
+    them) is listed and read as before; once this version's marker is in the stream, the same kind is refused."""
+    from persmem_amq_maildir.message import Header, encode, new_id, now_iso
+    from persmem_amq_nats.jetstream import JetStreamMail
+    from persmem_core.sealing import Sealer
+
+    key = Sealer({"dd" * 8: bytes([4]) * 32}, "dd" * 8, True)
+
+    def delivery():
+        msg_id = new_id("wren")
+        body = encode(Header(id=msg_id, sender="wren", to="kite", subject="old", created=now_iso()), "old mail")
+        return f"{msg_id}.md", body
+
+    async def publish_as_before(nc, js, name, body):
+        await js.add_stream(name=STREAM, subjects=["persmem.amq.>"], allow_direct=True)
+        return await js.publish("persmem.amq.kite", body, headers={"Nats-Msg-Id": f"kite/{name}", "Persmem-Name": name})
+
+    old_name, old_body = delivery()
+    with NatsCluster(tmp_path / "nats", size=1) as cluster:
+        as_client(cluster, "admin", lambda nc, js: publish_as_before(nc, js, old_name, old_body))
+        link = NatsLink(ClusterConfig(**cluster.client_settings("node1"), replicas=1)).connect()
+        try:
+            mail = JetStreamMail.open(link, 1, key)
+            assert mail.names("kite", "new") == [old_name] and mail.fetch("kite", [old_name]) == {old_name: old_body}
+            new_name, new_body = delivery()
+            as_client(cluster, "node2", lambda nc, js: js.publish(
+                "persmem.amq.kite", new_body, headers={"Nats-Msg-Id": f"kite/{new_name}", "Persmem-Name": new_name}))
+            mail.close()
+            again = JetStreamMail.open(link, 1, key)  # reads the whole stream again
+            assert again.names("kite", "new") == [old_name]
+            again.close()
+        finally:
+            link.close()

@@ -4,7 +4,8 @@ cannot reach from outside: a write torn by a crash on a follower, a message no p
 another key, and compare-and-set between two writers. The cluster is closed (an nkey per node, as `persmem
 cluster up` makes it), and a client with a node's NATS credentials but not the key tries what issue 32 did: a
 private collection's sealed write copied onto a shared collection's subject, an earlier write replayed, an
-unsealed write, another collection's snapshot; every node refuses each alike and writes go on."""
+unsealed write, another collection's snapshot; every node refuses each alike and writes go on. Writes an earlier
+persmem stored (before the stream's binding marker) still apply; the same kind after it does not."""
 
 from __future__ import annotations
 
@@ -293,3 +294,36 @@ def test_a_snapshot_put_under_another_collection_is_not_used(nodes, nats_cluster
     assert not (tmp_path / "fresh" / "records.log").exists()
     assert replication.restore_snapshot("sessions", tmp_path / "own") == private.rows.applied_seq
     assert (tmp_path / "own" / "records.log").exists()
+
+
+def test_writes_an_earlier_persmem_stored_still_apply_and_the_same_kind_after_the_marker_is_refused(
+        nodes, nats_cluster, embedder, tmp_path, caplog):
+    """A cluster upgraded in place: writes stored before binding (sealed as `memory.replica`, bound to nothing) are
+    applied as before; the first node of this version publishes the marker, and the same kind of write after it
+    is refused."""
+    from persmem_memory_hnsw.replication import PURPOSE
+
+    caplog.set_level(logging.ERROR, logger="persmem.memory")
+    alone = Collection("memories", tmp_path / "alone", embedder, MemoryConfig(), KEY).open()  # what an old node wrote
+    alone.store([note("The old cluster's memory: backups run at 02:00.")], author="kite")
+    log_path = tmp_path / "alone" / LOG_NAME
+    [old_entry] = [entry for _, _, entry in read_frames(log_path.read_bytes(), KEY, log_path)]
+    alone.close()
+    legacy = KEY.seal(msgspec.msgpack.encode([old_entry]), PURPOSE)
+    intruder = Intruder(nats_cluster, client="node1")
+    setup = nodes("setup", KEY)
+    setup.open(embed=False)  # the stream exists (and this version's marker: purged below)
+    setup.close()
+
+    async def as_before(js):  # the stream as an earlier persmem left it: one write, no marker
+        await js.purge_stream(STREAM)
+        return (await js.publish(subject("memories"), legacy, headers={
+            "Nats-Msg-Id": secrets.token_hex(16), "Nats-Expected-Last-Subject-Sequence": "0"})).seq
+
+    Intruder(nats_cluster, client="admin").run(as_before)
+    a = nodes("a", KEY).open(embed=False)  # publishes the marker after the old write
+    assert old_entry.memory.id in ids(a)
+    again = intruder.publish("memories", legacy)  # the same kind of frame now: refused
+    b = nodes("b", KEY).open(embed=False)
+    b.wait_applied(again, timeout=10)
+    assert ids(b) == {old_entry.memory.id} and "was refused" in caplog.text
