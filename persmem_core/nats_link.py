@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from persmem_core.errors import UserError
 from persmem_core.netaddr import is_loopback
-from persmem_core.sealing import KeyNotOnHand, Sealer, SealingError, is_sealed
+from persmem_core.sealing import KeyNotOnHand, NotAuthentic, Sealer, SealingError, is_sealed
 from persmem_core.settings import ClusterConfig
 
 log = logging.getLogger("persmem.cluster")
@@ -319,7 +319,12 @@ class StreamBinding:
     def open(self, seq: int, data: bytes, subject: str, msg_id: str, *place: str | int) -> bytes:
         if not self.on:  # no key here: plaintext as it comes; a sealed frame is left to fail where it is read
             return self.sealer.open(data, self.legacy_purpose) if self.legacy_purpose is not None else data
-        if seq < self.bound_from:  # stored before binding began
+        if seq < self.bound_from:  # stored before binding began (or bound already, if a marker was purged since)
+            if is_sealed(data):
+                try:
+                    return self.sealer.open(data, bound_purpose(self.kind, subject, msg_id, *place))
+                except NotAuthentic:
+                    pass
             return self.sealer.open(data, self.legacy_purpose) if self.legacy_purpose is not None else data
         if not is_sealed(data):
             raise FrameRefused(f"{self.stream} sequence {seq} on {subject} is not sealed, and with encryption on every "
