@@ -117,6 +117,9 @@ def main(base: str, size: int, rounds: int) -> None:
     from persmem_core.agents import AgentStore
 
     work = Path(tempfile.mkdtemp(prefix="persmem-ab-"))
+    # Each side's server runs `python -m persmem_core`, which puts the working folder first on sys.path: started
+    # from this checkout's root, the "before" side would import this checkout's core instead of the base's.
+    os.chdir(work)
     checkout = work / "base"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkout), base], check=True,
                    capture_output=True)
