@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import anyio
 import httpx2
@@ -176,3 +177,22 @@ def test_the_cli_reads_make_no_collection_and_import_makes_them_within_the_cap(s
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "no collection 'c-nothing'" in done.stderr
     assert "c-nothing" not in folders(server)
+
+
+def test_on_a_cluster_the_cap_counts_what_the_stream_holds_and_nodes_open_what_another_made(cluster_nodes):
+    """Every node counts the collections the memory stream holds (another node's too), and opens a collection
+    another node made whatever its own count: the stream, not a node's cap, decides what exists."""
+    group = cluster_nodes(config={"memory": {"max_collections": 2}})
+    a, b = group.start(), group.start()
+    a.call_tool("memory_store", {"content": "Runbooks live in the ops wiki.", "collection": "runbooks"}, agent="kite")
+    with pytest.raises(ToolCallError, match="max_collections = 2"):  # memories here + runbooks on the stream
+        b.call_tool("memory_store", {"content": "One too many.", "collection": "ops"}, agent="kite")
+    deadline = time.monotonic() + 10
+    while "runbooks" not in collections(b):
+        assert time.monotonic() < deadline, "the collection made on a did not open on b"
+        time.sleep(0.1)
+    assert b.call_tool("memory_search", {"query": "where do runbooks live", "collection": "runbooks"},
+                       agent="kite")["results"][0]["content"] == "Runbooks live in the ops wiki."
+    with pytest.raises(ToolCallError, match="no collection 'probe'"):
+        b.call_tool("memory_get", {"memory_id": "x", "collection": "probe"}, agent="kite")
+    assert collections(a) == collections(b) == {"memories", "runbooks"}
