@@ -18,6 +18,7 @@ from pathlib import Path
 from persmem_core import UserError
 
 NAME_MAX = 255  # bytes in one path component (Linux)
+WORKSPACE_FOLDER_MODE = 0o755  # a folder file_write makes, as a shell with umask 022 would (file_write's files: 0644)
 PATH_MAX = 4095  # bytes in a whole path
 
 
@@ -101,6 +102,7 @@ class Sandbox:
                         raise UserError(f"folder {real} does not exist; pass mkdir=true to create it.") from None
                     os.mkdir(name, dir_fd=fd)
                     child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    os.fchmod(child, WORKSPACE_FOLDER_MODE)  # the user's modes, not persmem's private umask
                 except OSError as exc:
                     if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise

@@ -71,6 +71,9 @@ def test_fifos_and_devices_are_refused_not_waited_on(call, ws):
 def test_write_is_atomic_keeps_mode_and_creates_folders(call, ws):
     result = call("file_write", path="deep/er/new.md", content="# hi\n")
     assert result["created"] and (ws / "deep" / "er" / "new.md").read_text() == "# hi\n"
+    # the user's modes, not the 0600/0700 of persmem's own files (the server runs with umask 077)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (ws / "deep", ws / "deep" / "er", ws / "deep" / "er" / "new.md")] \
+        == [0o755, 0o755, 0o644]
     os.chmod(ws / "deep" / "er" / "new.md", 0o600)
     assert not call("file_write", path="deep/er/new.md", content="# again\n")["created"]
     assert stat.S_IMODE((ws / "deep" / "er" / "new.md").stat().st_mode) == 0o600
