@@ -16,6 +16,7 @@ sides alternate so a machine that slows down for a while slows both.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -88,12 +90,31 @@ def in_process(home: Path) -> dict:
     return out
 
 
-def run_side(mode: str, home: Path, path: str | None, *args: str) -> str:
-    """This script in `mode` in a process of one side's code (`path`: its PYTHONPATH, None for this checkout)."""
+@contextlib.contextmanager
+def base_worktree(base: str, prefix: str) -> Iterator[tuple[Path, Path]]:
+    """(a work folder, a git worktree of `base` in it), removed afterwards. The process works in that folder: each
+    side's server runs `python -m persmem_core`, which puts the working folder first on sys.path, so started from
+    this checkout's root the "before" side would import this checkout's core instead of the base's."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chdir(work)
+    checkout = work / "base"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkout), base], check=True,
+                   capture_output=True)
+    try:
+        yield work, checkout
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(checkout)], capture_output=True,
+                       check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_side(mode: str, home: Path, path: str | None, *args: str, script: str = __file__) -> str:
+    """`script` (this one by default) in `mode` in a process of one side's code (`path`: its PYTHONPATH, None for
+    this checkout)."""
     from persmem_core.testing import clean_env
 
     env = clean_env(home) | ({"PYTHONPATH": path} if path else {})
-    done = subprocess.run([sys.executable, __file__, mode, str(home), *args], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, script, mode, str(home), *args], env=env, capture_output=True,
                           text=True, timeout=7200, check=False)
     if done.returncode:
         raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
@@ -116,14 +137,7 @@ def serve_round(home: Path, path: str | None, token: str) -> dict:
 def main(base: str, size: int, rounds: int) -> None:
     from persmem_core.agents import AgentStore
 
-    work = Path(tempfile.mkdtemp(prefix="persmem-ab-"))
-    # Each side's server runs `python -m persmem_core`, which puts the working folder first on sys.path: started
-    # from this checkout's root, the "before" side would import this checkout's core instead of the base's.
-    os.chdir(work)
-    checkout = work / "base"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkout), base], check=True,
-                   capture_output=True)
-    try:
+    with base_worktree(base, "persmem-ab-") as (work, checkout):
         sides = {"before": pythonpath(checkout), "after": None}
         store = work / "store"
         print(f"building {size:,} memories with {base} ...", file=sys.stderr)
@@ -154,10 +168,6 @@ def main(base: str, size: int, rounds: int) -> None:
             a = [statistics.median(x[i] for x in results["after"][key]) for i in (0, 1)]
             print(f"| {where}, {LABELS[m]} | {b[0]:.2f} / {b[1]:.2f} | {a[0]:.2f} / {a[1]:.2f} | "
                   f"{a[0] / b[0]:.2f} | {a[1] / b[1]:.2f} |")
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(checkout)], capture_output=True,
-                       check=False)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

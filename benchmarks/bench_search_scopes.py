@@ -19,16 +19,14 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_memory import N_PROJECTS, corpus, pct
-from bench_search_ab import ROOT, pythonpath
+from bench_search_ab import base_worktree, pythonpath, run_side
 
 MEASURES = ("shared, project filter", "shared, no filter", "private, one author (hybrid)",
             "private, one author (lexical)")
@@ -88,27 +86,12 @@ def in_process(home: Path, authors: int) -> dict:
     return out
 
 
-def run_side(mode: str, home: Path, path: str | None, *args: str) -> str:
-    from persmem_core.testing import clean_env
-
-    env = clean_env(home) | ({"PYTHONPATH": path} if path else {})
-    done = subprocess.run([sys.executable, __file__, mode, str(home), *args], env=env, capture_output=True,
-                          text=True, timeout=7200, check=False)
-    if done.returncode:
-        raise SystemExit(f"{mode} failed:\n{done.stderr[-3000:]}")
-    return done.stdout
-
-
 def main(base: str, size: int, rounds: int, authors: int) -> None:
-    work = Path(tempfile.mkdtemp(prefix="persmem-scopes-"))
-    checkout = work / "base"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(checkout), base], check=True,
-                   capture_output=True)
-    try:
+    with base_worktree(base, "persmem-scopes-") as (work, checkout):
         sides = {"before": pythonpath(checkout), "after": None}
         store = work / "store"
         print(f"building {size:,} memories and {size:,} session turns with {base} ...", file=sys.stderr)
-        run_side("--build", store, sides["before"], str(size), str(authors))
+        run_side("--build", store, sides["before"], str(size), str(authors), script=__file__)
         homes = {}
         for side in sides:
             homes[side] = work / side
@@ -116,7 +99,8 @@ def main(base: str, size: int, rounds: int, authors: int) -> None:
         results = {side: {m: [] for m in MEASURES} for side in sides}
         for n in range(rounds):
             for side, path in sides.items():
-                local = json.loads(run_side("--in-process", homes[side], path, str(authors)).strip().splitlines()[-1])
+                answer = run_side("--in-process", homes[side], path, str(authors), script=__file__)
+                local = json.loads(answer.strip().splitlines()[-1])
                 for m in MEASURES:
                     results[side][m].append(local[m])
                 print(f"round {n + 1}/{rounds} {side}: " + ", ".join(
@@ -128,10 +112,6 @@ def main(base: str, size: int, rounds: int, authors: int) -> None:
             b = [statistics.median(x[i] for x in results["before"][m]) for i in (0, 1)]
             a = [statistics.median(x[i] for x in results["after"][m]) for i in (0, 1)]
             print(f"| {m} | {b[0]:.2f} / {b[1]:.2f} | {a[0]:.2f} / {a[1]:.2f} | {a[1] / b[1]:.2f} |")
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(checkout)], capture_output=True,
-                       check=False)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
