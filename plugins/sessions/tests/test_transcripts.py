@@ -100,7 +100,10 @@ class TestProjects:
         repo = tmp_path / "Billing API"
         (repo / "src" / "deep").mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
-        assert project_for(str(repo / "src" / "deep")) == "billing-api"
+        deep = str(repo / "src" / "deep")
+        assert project_for(deep, roots=[str(tmp_path)]) == "billing-api"  # inside a workspace root: the disk says
+        assert project_for(deep, repo=str(repo)) == "billing-api"  # elsewhere: the root the client's hook found
+        assert project_for(deep) == "deep"  # and nothing read from the server's disk outside the roots (issue 32)
 
     def test_else_the_folder_name_and_general_for_nothing(self, tmp_path):
         assert project_for(str(tmp_path / "Plain Folder")) == "plain-folder"
