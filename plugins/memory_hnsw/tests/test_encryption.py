@@ -272,6 +272,11 @@ def test_kill_9_during_encrypted_stores_loses_no_acknowledged_one(tmp_path):
                 except Exception:  # the kill cuts the calls in flight (a timeout is not caught)
                     pass
 
+            # The kill must come while stores are being acknowledged, not while the server is still loading its
+            # store and model (a memory tool waits for that, several seconds on a busy box): one store first.
+            warm = f"warm {round_} gecko lantern {secrets.token_hex(4)}"
+            acknowledged[server.call_tool("memory_store", {"content": warm, "project": "burst", "dedup": False},
+                                          agent=AGENT)["id"]] = warm
             thread = threading.Thread(target=run)
             thread.start()
             time.sleep(rng.uniform(1.0, 3.0))
