@@ -1,5 +1,6 @@
-"""Plugins never import each other, and each one works alone: the server with only core + that plugin
-serves exactly its tools, and the server without it keeps serving the rest."""
+"""Plugins never import each other and import only the SDK of the core (`persmem_core.sdk`, and in their tests
+`persmem_core.sdk.testing`), and each one works alone: the server with only core + that plugin serves exactly
+its tools, and the server without it keeps serving the rest."""
 
 import ast
 from pathlib import Path
@@ -36,6 +37,39 @@ def test_no_plugin_imports_another():
     for name, init in PACKAGES.items():
         others = {p.parent.name for p in PACKAGES.values()} - {init.parent.name}
         assert not imported_modules(init) & others, f"{name} imports {imported_modules(init) & others}"
+
+
+def core_imports(file: Path) -> set[str]:
+    """Every module of persmem_core that `file` imports, as `persmem_core.x` or `persmem_core.x.name`."""
+    names = set()
+    for node in ast.walk(ast.parse(file.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.split(".")[0] == "persmem_core"}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "persmem_core":
+            names |= {node.module} if node.module != "persmem_core" else {f"persmem_core.{a.name}" for a in node.names}
+    return names
+
+
+def test_plugins_import_only_the_sdk_of_the_core():
+    allowed_in_code, allowed_in_tests = {"persmem_core.sdk"}, {"persmem_core.sdk", "persmem_core.sdk.testing"}
+    files = [f for f in ROOT.glob("plugins/*/**/*.py") if ".egg-info" not in str(f)]
+    assert len(files) > 100
+    for file in files:
+        allowed = allowed_in_tests if "tests" in file.relative_to(ROOT).parts else allowed_in_code
+        assert core_imports(file) <= allowed, (
+            f"{file.relative_to(ROOT)} imports {sorted(core_imports(file) - allowed)}: a plugin imports only "
+            f"persmem_core.sdk (its tests also persmem_core.sdk.testing); add what it needs to the SDK")
+
+
+def test_the_sdk_costs_nothing_to_import_and_every_name_resolves():
+    import subprocess
+    import sys
+    probe = ("import sys, persmem_core.sdk as sdk; heavy = [m for m in ('nats', 'cryptography', 'mcp', 'litestar') "
+             "if m in sys.modules]; print(heavy); [getattr(sdk, n) for n in sdk.__all__]; print('ok')")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["[]", "ok"]
+    with pytest.raises(AttributeError, match="only the names in persmem_core.sdk.__all__"):
+        __import__("persmem_core.sdk").sdk.Host
 
 
 @pytest.mark.parametrize("plugin", sorted(PLUGIN_TOOLS))

@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from persmem_core.agents import NAME_RE
+from persmem_core.sdk import NAME_RE
 
 from .message import SUFFIX
 
@@ -60,7 +60,7 @@ def _copy_private(source: Path, target: Path) -> None:
 def restore_mail(root: Path, src: Path) -> list[str]:
     """Put a backup's mailboxes into an empty mail root, each message where the backup saw it last (new/ unread,
     cur/ read), times kept, private from creation. Returns the mailboxes restored."""
-    from persmem_core import UserError
+    from persmem_core.sdk import UserError
 
     if root.exists() and any(root.iterdir()):
         raise UserError(f"the mail root {root} already holds mail or other files; restore only into an empty one "

@@ -17,7 +17,7 @@ import click
 
 @contextlib.contextmanager
 def _store():
-    from persmem_core.cli import get_host
+    from persmem_core.sdk import get_host
 
     from .service import open_service
 
@@ -54,7 +54,7 @@ def status() -> None:
 @click.argument("body", required=False)
 def send(sender: str, to: str, subject: str, kind: str, priority: str, body: str | None) -> None:
     """Send BODY (or standard input) as a message."""
-    from persmem_core import UserError
+    from persmem_core.sdk import UserError
 
     text = body if body is not None else sys.stdin.read()
     try:
@@ -85,7 +85,7 @@ def migrate() -> None:
     """Copy every message of the Maildir mail root (unread and read, read ones stay read) into the mail backend in
     use, such as NATS JetStream with persmem-plugin-amq-nats and [cluster] servers. Safe to run twice: what the
     backend holds already is skipped. The Maildir is left as it is."""
-    from persmem_core.cli import get_host
+    from persmem_core.sdk import get_host
 
     from .migrate import migrate_mail
     from .service import mail_root

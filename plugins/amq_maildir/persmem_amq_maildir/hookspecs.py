@@ -5,7 +5,7 @@ validation), and a choice of places to keep the mail: the Maildir root (maildir.
 backend another plugin returns from `amq_backend` (persmem-plugin-amq-nats keeps it in NATS JetStream).
 """
 
-from persmem_core.hookspecs import hookspec
+from persmem_core.sdk import hookspec
 
 
 @hookspec(firstresult=True)

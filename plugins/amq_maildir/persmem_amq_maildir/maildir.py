@@ -12,7 +12,7 @@ for files that are not messages.
 - anything in `new/` or `cur/` that is not a readable message (symlink, FIFO, folder, oversized,
   unparseable) is moved to `quarantine/` and reported; it never breaks a listing.
 - `clean_tmp` removes interrupted deliveries older than the configured age (36 hours, as Maildir says).
-- a message file may be sealed (`[amq] encrypt`: persmem_core.sealing, purpose b"amq.message"); reading opens
+- a message file may be sealed (`[amq] encrypt`: persmem_core.sdk.Sealer, purpose b"amq.message"); reading opens
   either kind. A sealed file that does not open (its key is not on hand, or it was changed) is a SealingError
   naming the file and the fix, never a malformed file to quarantine: moving it aside would hide a wrong key.
 """
@@ -29,8 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from persmem_core.fileio import fsync_dir, write_all
-from persmem_core.sealing import Sealer, SealingError, is_sealed
+from persmem_core.sdk import Sealer, SealingError, fsync_dir, is_sealed, write_all
 
 from .message import SUFFIX, MalformedMessage, Message, decode
 

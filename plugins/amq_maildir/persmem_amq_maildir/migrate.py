@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from persmem_core.sealing import is_sealed
+from persmem_core.sdk import is_sealed
 
 from .message import MalformedMessage, decode
 from .reseal import _read_message_file

@@ -4,7 +4,7 @@ imports). The mail store itself is the service (service.py), kept in `host.state
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 from . import hookspecs
 from .config import AmqConfig
@@ -89,7 +89,7 @@ def briefing_sections(host, agent, project, cwd, budget_chars):
 def doctor(host):
     import os
 
-    from persmem_core.doctor import fail, pass_, warn
+    from persmem_core.sdk import fail, pass_, warn
 
     from .service import mail_root, open_service
 

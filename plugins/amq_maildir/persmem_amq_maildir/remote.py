@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from persmem_core.sealing import Sealer, SealingError, is_sealed
+from persmem_core.sdk import Sealer, SealingError, is_sealed
 
 from .maildir import PURPOSE, Entry, Quarantined
 from .message import MalformedMessage, Message, decode

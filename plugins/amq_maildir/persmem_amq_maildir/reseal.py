@@ -23,8 +23,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from persmem_core.fileio import fsync_dir
-from persmem_core.sealing import ResealReport, Sealer, SealingError, is_sealed
+from persmem_core.sdk import ResealReport, Sealer, SealingError, fsync_dir, is_sealed
 
 from .config import AmqConfig
 from .maildir import PURPOSE, Mailbox

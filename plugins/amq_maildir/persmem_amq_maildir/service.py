@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from persmem_core.text import prompt_line
+from persmem_core.sdk import prompt_line
 
 from .store import MailStore, full
 
@@ -56,7 +56,7 @@ def inbox_summary(store: MailStore, agent: str) -> dict:
 def briefing_section(store: MailStore, agent: str, budget_chars: int) -> dict | None:
     """The Mail section of a session's briefing: how many messages `agent` has unread and who sent the newest,
     about what (no bodies: amq_read gives them). None when nothing is unread. Nothing is marked read.
-    Each message is one line of JSON (persmem_core.text.prompt_line): whatever a sender put in its subject (or
+    Each message is one line of JSON (persmem_core.sdk.prompt_line): whatever a sender put in its subject (or
     a writer of the Maildir in any header), it stays inside that line's values, never a line of its own."""
     entries, _ = store.box(agent).scan(("new",))
     if not entries:

@@ -20,10 +20,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from persmem_core import UserError
-from persmem_core.agents import NAME_RE
-from persmem_core.sealing import Sealer
-from persmem_core.text import control_characters, printable
+from persmem_core.sdk import NAME_RE, Sealer, UserError, control_characters, printable
 
 from .config import AmqConfig
 from .maildir import PURPOSE, Entry, Mailbox, Quarantined

@@ -6,7 +6,7 @@ arguments are kept so existing prompts work; they may be left empty, and naming 
 
 from __future__ import annotations
 
-from persmem_core import CallContext, UserError
+from persmem_core.sdk import CallContext, UserError
 
 from .service import service
 from .store import MailStore, normalize

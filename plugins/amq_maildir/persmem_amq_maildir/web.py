@@ -20,8 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from persmem_core import UserError
-from persmem_core.context import agent_of_scope
+from persmem_core.sdk import UserError, agent_of_scope
 
 from .feed import event_stream
 from .store import MailStore, newest

@@ -6,7 +6,7 @@ import pytest
 
 from persmem_amq_maildir.config import AmqConfig
 from persmem_amq_maildir.store import MailStore
-from persmem_core.testing import clean_env, start_server, write_config
+from persmem_core.sdk.testing import clean_env, start_server, write_config
 
 # Servers in these tests run without the memory plugin (its model load is the slow part of a start);
 # tests/test_chorus_bootstrap.py at the root checks the two plugins together.
@@ -68,7 +68,7 @@ def nats_server(tmp_path_factory):
 
     if importlib.util.find_spec("persmem_amq_nats") is None or importlib.util.find_spec("nats") is None:
         pytest.skip("persmem-plugin-amq-nats (and nats-py) are not installed: no NATS backend to test")
-    from persmem_core.local_cluster import NatsCluster
+    from persmem_core.sdk.testing import NatsCluster
 
     cluster = NatsCluster(tmp_path_factory.mktemp("nats"), size=1)
     try:

@@ -7,7 +7,7 @@ import pytest
 
 from persmem_amq_maildir.service import inbox_summary
 from persmem_amq_maildir.store import row
-from persmem_core.testing import ToolCallError, tool_result
+from persmem_core.sdk.testing import ToolCallError, tool_result
 
 INTERNAL = {"_filename", "schema"}
 
@@ -128,7 +128,7 @@ def test_event_stream_and_summary_items_carry_no_internal_fields(store):
 def test_the_mail_is_kept_where_the_backend_says(server, request):
     import subprocess
 
-    from persmem_core.testing import persmem_command
+    from persmem_core.sdk.testing import persmem_command
 
     sent = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="where am I kept?")
     status = subprocess.run(persmem_command("amq", "status"), env=server.env, capture_output=True, text=True,

@@ -20,11 +20,17 @@ from persmem_amq_maildir.config import AmqConfig
 from persmem_amq_maildir.message import decode
 from persmem_amq_maildir.plugin import reseal
 from persmem_amq_maildir.store import MailStore
-from persmem_core import keys
-from persmem_core.host import Host
-from persmem_core.sealing import SEALED_MAGIC, Sealer, is_sealed
-from persmem_core.settings import EncryptionConfig
-from persmem_core.testing import ToolCallError, clean_env, start_server, tool_result, write_config
+from persmem_core.sdk.testing import (
+    EncryptionConfig,
+    Host,
+    ToolCallError,
+    clean_env,
+    keys,
+    start_server,
+    tool_result,
+    write_config,
+)
+from persmem_core.sdk import SEALED_MAGIC, Sealer, is_sealed
 
 NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}
 SUBJECT_PHRASE = "marzipan-tribunal-6614"

@@ -4,7 +4,7 @@ vouches for, persMEM's names and defaults, threads, broadcast, filters, grants."
 import anyio
 import pytest
 
-from persmem_core.testing import ToolCallError
+from persmem_core.sdk.testing import ToolCallError
 
 
 def call(server, tool, caller, /, **args):
@@ -29,7 +29,7 @@ def test_two_agents_hold_a_multi_round_conversation_over_separate_sessions(serve
     async def converse():
         async with server.client("kite") as kite, server.client("wren") as wren:
             async def tool(client, name, **args):
-                from persmem_core.testing import tool_result
+                from persmem_core.sdk.testing import tool_result
 
                 return tool_result(await client.call_tool(name, args))
 
@@ -132,7 +132,7 @@ def test_the_second_read_of_a_message_does_not_claim_it_again(server):
 
 
 def test_stdio_sender_is_the_configured_agent(persmem_stdio, no_memory):
-    from persmem_core.testing import tool_result
+    from persmem_core.sdk.testing import tool_result
 
     async def run():
         async with persmem_stdio(agent="kite", config={"amq": {"agents": ["kite", "wren"]}}, env=no_memory) as client:

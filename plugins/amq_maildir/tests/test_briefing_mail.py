@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from persmem_amq_maildir.service import service
-from persmem_core.host import Host
-from persmem_core.testing import clean_env, write_config
+from persmem_core.sdk.testing import Host, clean_env, write_config
 
 NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}  # not from conftest: a full run may import another one
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import assert_tools_answer_clearly
+from persmem_core.sdk.testing import assert_tools_answer_clearly
 
 from persmem_amq_maildir.message import decode
 

@@ -14,7 +14,7 @@ import pytest
 
 from persmem_amq_maildir import maildir
 from persmem_amq_maildir.message import decode
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 HERE = Path(__file__).parent
 

@@ -15,7 +15,7 @@
 - Message bytes are not kept in the view: `fetch` reads them by sequence (direct get, any replica; from the
   stream leader when a replica lags), after a small cache of the newest ones (`CACHE_BYTES`). amq_maildir parses
   each message once and keeps the parsed message, as it does with Maildir files.
-- Bound to their place (persmem_core.nats_link.StreamBinding; docs/scale-out.md): with the home's key, a delivery
+- Bound to their place (persmem_core.sdk.StreamBinding; docs/scale-out.md): with the home's key, a delivery
   is the message bytes sealed again with associated data naming its subject (the mailbox), its message id and its
   name, and a claim's value is sealed for its key. A delivery copied into another mailbox or under another name,
   or one not sealed at all, does not open: it is logged and left out of the view, never listed or read. A claim
@@ -39,8 +39,7 @@ import nats.errors
 import nats.js.api as api
 import nats.js.errors
 
-from persmem_core.nats_link import FrameRefused, NatsLink, StreamBinding, stream_problems
-from persmem_core.sealing import KeyNotOnHand, Sealer, SealingError
+from persmem_core.sdk import FrameRefused, KeyNotOnHand, NatsLink, Sealer, SealingError, StreamBinding, stream_problems
 
 from .view import MailView
 

@@ -4,7 +4,7 @@ amq_maildir's, whichever backend keeps the mail."""
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 
 @hookimpl(optionalhook=True)
@@ -19,7 +19,7 @@ def amq_backend(host):
 
 @hookimpl
 def doctor(host):
-    from persmem_core.doctor import fail, pass_, warn
+    from persmem_core.sdk import fail, pass_, warn
 
     if not host.section("cluster").servers:
         return [pass_("amq backend", "Maildir ([cluster] servers is empty, so amq_nats keeps no mail)")]

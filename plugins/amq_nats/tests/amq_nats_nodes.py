@@ -3,7 +3,7 @@ imports several conftest modules, and `from conftest import` could get another p
 
 from pathlib import Path
 
-from persmem_core.testing import ClusterNodes
+from persmem_core.sdk.testing import ClusterNodes
 
 NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}
 AGENTS = ("kite", "wren", "operator")

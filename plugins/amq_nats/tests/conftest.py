@@ -1,5 +1,5 @@
 """Two real persmem server processes sharing one real three-node NATS JetStream cluster (the `nats_cluster`
-fixture of persmem_core.testing): the same agents and tokens in both homes, [cluster] servers naming the cluster,
+fixture of persmem_core.sdk.testing): the same agents and tokens in both homes, [cluster] servers naming the cluster,
 [server] stateless = true (as behind a round-robin proxy)."""
 
 import pytest

@@ -13,7 +13,7 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.testing import ToolCallError, clean_env, persmem_command, tool_result, write_config
+from persmem_core.sdk.testing import ToolCallError, clean_env, persmem_command, tool_result, write_config
 
 from amq_nats_nodes import AGENTS, NO_MEMORY, mail_nodes, node_config
 
@@ -233,7 +233,7 @@ def test_more_replicas_than_nats_servers_fails_startup_after_asking_again_with_t
     """JetStream refuses to place a stream on fewer servers than its replicas ("no suitable peers"): a cluster
     started together with persmem says so for a few seconds, so startup asks again for connect_timeout_seconds
     (the flake this fixes: a first node refused at once), then fails naming what to start or lower."""
-    from persmem_core.testing import ClusterNodes
+    from persmem_core.sdk.testing import ClusterNodes
 
     nodes = ClusterNodes(tmp_path / "nodes", nats_cluster, AGENTS, env=NO_MEMORY,
                          config={"cluster": {"replicas": 5, "connect_timeout_seconds": 3}})
@@ -253,7 +253,7 @@ def test_more_replicas_than_nats_servers_fails_startup_after_asking_again_with_t
 def test_a_node_started_together_with_the_nats_servers_waits_for_jetstream_and_delivers(tmp_path):
     """Servers booted at the same time as persmem (no waiting for the cluster to form): persmem connects once
     they listen, asks again while JetStream elects its leaders and learns its servers, then works."""
-    from persmem_core.local_cluster import NatsCluster
+    from persmem_core.sdk.testing import NatsCluster
 
     cluster = NatsCluster(tmp_path / "nats", size=3).start(wait=False)
     nodes = mail_nodes(tmp_path / "nodes", cluster)

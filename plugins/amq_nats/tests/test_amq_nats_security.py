@@ -18,10 +18,17 @@ import time
 import nats
 import pytest
 
-from persmem_core.local_cluster import NatsCluster
-from persmem_core.nats_link import ClusterRefused, NatsLink
-from persmem_core.settings import ClusterConfig
-from persmem_core.testing import ClusterNodes, RunningServer, clean_env, free_port, persmem_command, write_config
+from persmem_core.sdk.testing import (
+    ClusterConfig,
+    ClusterNodes,
+    NatsCluster,
+    RunningServer,
+    clean_env,
+    free_port,
+    persmem_command,
+    write_config,
+)
+from persmem_core.sdk import ClusterRefused, NatsLink
 
 from amq_nats_nodes import AGENTS, NO_MEMORY
 
@@ -181,7 +188,7 @@ def test_mail_an_earlier_persmem_stored_is_still_delivered_and_the_same_kind_aft
     them) is listed and read as before; once this version's marker is in the stream, the same kind is refused."""
     from persmem_amq_maildir.message import Header, encode, new_id, now_iso
     from persmem_amq_nats.jetstream import JetStreamMail
-    from persmem_core.sealing import Sealer
+    from persmem_core.sdk import Sealer
 
     key = Sealer({"dd" * 8: bytes([4]) * 32}, "dd" * 8, True)
 

@@ -30,7 +30,7 @@ from litestar.static_files import create_static_files_router
 from litestar.stores.file import FileStore
 from litestar.template.config import TemplateConfig
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .charts import chart
 from .markdown import render_markdown

@@ -16,10 +16,10 @@ def dashboard(bind: str, port: int) -> None:
     """Serve only the dashboard (http://HOST:PORT/), opening the plugins' stores in this process."""
     import uvicorn
 
-    from persmem_core.cli import get_host
-    from persmem_core.local_server import OwnerCard
-    from persmem_core.server import stopping_server
-    from persmem_core.takeover import holding_home
+    from persmem_core.sdk import get_host
+    from persmem_core.sdk import OwnerCard
+    from persmem_core.sdk import stopping_server
+    from persmem_core.sdk import holding_home
 
     from .app import build_dashboard
 

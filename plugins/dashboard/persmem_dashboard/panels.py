@@ -32,8 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from persmem_core.errors import PluginConflictError, UserError
-from persmem_core.plugins import PerPlugin, call_each
+from persmem_core.sdk import PerPlugin, PluginConflictError, UserError, call_each
 
 from .markdown import render_markdown
 

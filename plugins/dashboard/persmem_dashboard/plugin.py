@@ -4,7 +4,7 @@ service.py says why nothing goes in `host.state`), the [dashboard] section, the 
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 from .config import DashboardConfig
 
@@ -41,7 +41,7 @@ def register_commands(cli):
 
 @hookimpl
 def doctor(host):
-    from persmem_core.doctor import pass_, warn
+    from persmem_core.sdk import pass_, warn
 
     cfg = host.section("dashboard")
     if not cfg.enabled:

@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from persmem_core.fileio import atomic_write_bytes
+from persmem_core.sdk import atomic_write_bytes
 
 from .config import DashboardConfig
 from .panels import Panel, collect_panels

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import anyio
 from litestar.connection import ASGIConnection
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .sessions import LoginSessionConfig, delete_stored, is_stored
 

@@ -12,7 +12,7 @@ TEMPLATE = (resources.files("persmem_dashboard") / "templates" / "system.html").
 
 
 def context(view: View) -> dict:
-    from persmem_core.doctor import run_doctor
+    from persmem_core.sdk import run_doctor
 
     host = view.host
     agents = []

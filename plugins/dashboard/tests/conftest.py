@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from dashfixtures import ARTIFACTS, tool
-from persmem_core.testing import browser_page, chromium_browser, clean_env, start_server, write_config
+from persmem_core.sdk.testing import browser_page, chromium_browser, clean_env, start_server, write_config
 
 HERE = Path(__file__).parent
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from persmem_core.testing import dashboard_login as login  # noqa: F401 - the dashboard tests' name for it
+from persmem_core.sdk.testing import dashboard_login as login  # noqa: F401 - the dashboard tests' name for it
 
 ARTIFACTS = Path(__file__).parents[3] / "test-artifacts" / "dashboard"
 

@@ -1,7 +1,7 @@
 """A plugin whose second panel id is invalid: all its panels are disabled, shown as a problem, and the server
 runs (loaded with PERSMEM_PLUGIN_MODULES)."""
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 
 @hookimpl

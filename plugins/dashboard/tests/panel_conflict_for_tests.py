@@ -1,7 +1,7 @@
 """A plugin that registers a panel id another plugin (panel_plugin_for_tests) already has: the server must not
 start (loaded with PERSMEM_PLUGIN_MODULES)."""
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 
 @hookimpl

@@ -2,7 +2,7 @@
 
 import anyio
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 TEMPLATE = """<p id="weather">Forecast for {{ data.city }}: {{ data.sky }}</p>"""
 

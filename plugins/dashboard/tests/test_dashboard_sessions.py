@@ -13,8 +13,8 @@ import pytest
 from playwright.sync_api import expect
 
 from dashfixtures import csrf_of, http_login, login, tool
-from persmem_core.agents import AgentStore
-from persmem_core.testing import clean_env, persmem_command, start_server, write_config
+from persmem_core.sdk import AgentStore
+from persmem_core.sdk.testing import clean_env, persmem_command, start_server, write_config
 from persmem_dashboard.app import SECURITY_HEADERS
 
 SESSION_COOKIE = "persmem_session"

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx2
 
 from dashfixtures import http_login
-from persmem_core.testing import clean_env, free_port, persmem_command, start_server
+from persmem_core.sdk.testing import clean_env, free_port, persmem_command, start_server
 
 HERE = Path(__file__).parent
 FAST = "memory_hnsw,amq_maildir,shell,git,searxng"  # panels are all these tests need

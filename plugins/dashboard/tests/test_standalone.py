@@ -6,8 +6,8 @@ import time
 
 import httpx2
 
-from persmem_core.agents import AgentStore
-from persmem_core.testing import clean_env, free_port
+from persmem_core.sdk import AgentStore
+from persmem_core.sdk.testing import clean_env, free_port
 from persmem_dashboard.app import SECURITY_HEADERS
 
 
@@ -49,7 +49,7 @@ def test_persmem_dashboard_owns_the_home_a_stdio_session_joins_it_and_a_serve_be
     import json
     import signal
 
-    from persmem_core.ownership import socket_path
+    from persmem_core.sdk import socket_path
 
     home = tmp_path / "home"
     AgentStore(home).add("kite")

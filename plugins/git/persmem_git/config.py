@@ -7,7 +7,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from persmem_core import ConfigSection, bubblewrap
+from persmem_core.sdk import ConfigSection, bubblewrap
 
 
 class GitConfig(ConfigSection):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ lines."""
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 from .config import GitConfig
 
@@ -24,7 +24,7 @@ def register_tools(register, host):
 def startup(host):
     """Build the service git_op uses; with sandbox = "required" and no full OS sandbox here, stop the server
     start naming why; with "auto", say loudly in the server's first lines when commands get less than it."""
-    from persmem_core import bubblewrap
+    from persmem_core.sdk import bubblewrap
 
     from .service import NAME, open_service
 
@@ -44,8 +44,8 @@ def shutdown(host):
 def doctor(host):
     import shutil
 
-    from persmem_core import UserError, bubblewrap
-    from persmem_core.doctor import fail, pass_
+    from persmem_core.sdk import UserError, bubblewrap
+    from persmem_core.sdk import fail, pass_
 
     from .service import open_service
 

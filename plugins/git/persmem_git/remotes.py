@@ -10,7 +10,7 @@ import posixpath
 import re
 from urllib.parse import unquote, urlsplit
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .repo import REMOTE_CHOICE_KEY, remote_urls
 

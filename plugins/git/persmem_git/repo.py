@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 DANGEROUS_KEY = re.compile(
     r"^(core\.(fsmonitor|sshcommand|hookspath|pager|editor|askpass|gitproxy|alternaterefscommand|worktree)"

@@ -7,7 +7,7 @@ as diff.external or filter drivers, make repo.py refuse the repository instead).
 entered or recursed into, HTTP redirects are not followed, no background gc is left running, and only the
 protocols needed for the configured remotes are allowed (never ext::).
 
-With a `Confinement`, git runs inside bubblewrap (persmem_core.bubblewrap): it sees the workspace, the
+With a `Confinement`, git runs inside bubblewrap (persmem_core.sdk.bubblewrap): it sees the workspace, the
 system read-only and nothing of persmem's data, and has a network only for clone/fetch/pull/push.
 """
 
@@ -16,8 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from persmem_core import UserError, bubblewrap
-from persmem_core.children import SAFE_PATH, Finished, run_capped
+from persmem_core.sdk import Finished, SAFE_PATH, UserError, bubblewrap, run_capped
 
 HARDENING = [
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.sshCommand=ssh -o BatchMode=yes", "core.pager=cat",

@@ -8,8 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-from persmem_core import CallContext, UserError, bubblewrap
-from persmem_core.workspace_lock import WORKSPACE
+from persmem_core.sdk import CallContext, UserError, WORKSPACE, bubblewrap
 
 from . import remotes
 from .operations import OPS, parse

@@ -1,6 +1,6 @@
 import pytest
 
-from persmem_core.testing import ToolCallError, clean_env, start_server, write_config
+from persmem_core.sdk.testing import ToolCallError, clean_env, start_server, write_config
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.testing import ToolCallError
+from persmem_core.sdk.testing import ToolCallError
 
 from gitfixtures import git
 
@@ -311,7 +311,7 @@ def test_the_vetting_reads_with_the_same_hardening_as_the_operation(roots):
                                       ("./relative.git", False)])
 def test_git_sees_the_server_users_ssh_folder_only_for_an_ssh_remote(url, ssh):
     """~/.ssh holds the server user's keys: git's sandbox shows it (read-only) only when git will speak ssh."""
-    from persmem_core import bubblewrap
+    from persmem_core.sdk import bubblewrap
     from persmem_git.config import GitConfig
     from persmem_git.remotes import is_ssh
     from persmem_git.tools import _confinement, _ssh_folder

@@ -51,7 +51,7 @@ def restore_memory(service, src: Path) -> list[str]:
     the store's owner lock, so a server that serves this home (or starts meanwhile) is refused, never mixed
     with. The vector index is not in the backup: the first open rebuilds it from the log. Returns the
     collections restored (made durable by `persmem restore`, once for everything it wrote)."""
-    from persmem_core import UserError
+    from persmem_core.sdk import UserError
 
     from .service import COLLECTION_RE
 

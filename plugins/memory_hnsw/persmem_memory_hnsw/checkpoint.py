@@ -37,8 +37,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core.fileio import atomic_write_bytes, fsync_dir, open_private
-from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, is_sealed
+from persmem_core.sdk import HEADER_BYTES, Sealer, SealingError, atomic_write_bytes, fsync_dir, is_sealed, open_private
 
 from .lexical import BM25Index
 from .records import Head

@@ -19,8 +19,7 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
-from persmem_core import UserError
-from persmem_core.text import control_characters
+from persmem_core.sdk import UserError, control_characters
 
 from .collection import NewMemory
 from .records import ID_RE

@@ -13,7 +13,7 @@ Lifecycle writes (a supersedes link made or undone, feedback, a consolidated mem
 memory that holds the link, so a kill -9 never leaves half a link, and none of them deletes anything. Retrieval
 counts are statistics, not records: kept in memory and saved with the index (usage.msgpack).
 
-At rest, with encryption on (`sealer`, persmem_core/sealing.py): every log frame, the index file and the
+At rest, with encryption on (`sealer`, persmem_core.sdk.Sealer): every log frame, the index file and the
 retrieval counts are sealed (log.py, vectors.py); only the model record (a model id) stays plain.
 """
 
@@ -30,9 +30,7 @@ import msgspec
 import numpy as np
 from readerwriterlock import rwlock
 
-from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes
-from persmem_core.sealing import Sealer, SealingError
+from persmem_core.sdk import Sealer, SealingError, UserError, atomic_write_bytes
 
 from .config import MemoryConfig
 from .contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import click
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 
 def _memory_folder() -> Path:
-    from persmem_core.cli import get_host
+    from persmem_core.sdk import get_host
 
     from .service import DATA_FOLDER
 
@@ -29,7 +29,7 @@ def _memory_folder() -> Path:
 def _read_store():
     """Every collection as its log holds it now, read without the owner lock (snapshot.py), sealed frames opened
     with the home's key."""
-    from persmem_core.cli import get_host
+    from persmem_core.sdk import get_host
 
     from .snapshot import read_store
 
@@ -39,7 +39,7 @@ def _read_store():
 def _take_store(command: str, while_running: str = ""):
     """The store locked for this writing command (not loaded yet); stop it when done. While a server owns the
     store the command is refused, naming it and `while_running`: what to do instead without stopping it."""
-    from persmem_core.cli import get_host
+    from persmem_core.sdk import get_host
 
     from .service import StoreInUse, new_service
 

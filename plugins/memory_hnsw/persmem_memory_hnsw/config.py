@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from persmem_core import ConfigSection
+from persmem_core.sdk import ConfigSection
 
 
 class MemoryConfig(ConfigSection):

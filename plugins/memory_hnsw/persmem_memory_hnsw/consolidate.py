@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .lifecycle import PROCEDURAL_TYPES, expired
 from .permissions import is_private

@@ -34,8 +34,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes, fsync_dir, sha256_file
+from persmem_core.sdk import UserError, atomic_write_bytes, fsync_dir, sha256_file
 
 from .heap import release_freed_memory
 

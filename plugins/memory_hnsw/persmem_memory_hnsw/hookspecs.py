@@ -1,6 +1,6 @@
 """Hooks the memory plugin asks other plugins, without importing them."""
 
-from persmem_core.hookspecs import hookspec
+from persmem_core.sdk import hookspec
 
 
 @hookspec

@@ -1,7 +1,7 @@
 """The record log: the authoritative copy of a collection.
 
 Append-only frames `[u32 length][u32 crc32][payload]`, the payload a MessagePack entry, sealed
-(`sealer.seal(..., b"memory.log")`, persmem_core/sealing.py) when encryption is on. The CRC is over the payload as
+(`sealer.seal(..., b"memory.log")`, persmem_core.sdk.Sealer) when encryption is on. The CRC is over the payload as
 stored, so telling an intact frame from a torn one needs no key (backups copy up to the last intact frame without
 one), and plaintext frames written before encryption was switched on still read beside sealed ones. An append
 returns only after the bytes and the file are fsynced, so an acknowledged write survives kill -9 (and power loss,
@@ -31,9 +31,16 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core import UserError
-from persmem_core.fileio import fsync_dir, open_private, write_all
-from persmem_core.sealing import SEALED_MAGIC, Sealer, SealingError, is_sealed
+from persmem_core.sdk import (
+    SEALED_MAGIC,
+    Sealer,
+    SealingError,
+    UserError,
+    fsync_dir,
+    is_sealed,
+    open_private,
+    write_all,
+)
 
 from .records import Entry
 

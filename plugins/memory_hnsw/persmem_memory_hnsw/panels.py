@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from urllib.parse import urlencode
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .lifecycle import expired
 from .permissions import is_private, own_filters, visible_to

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .query import Filters
 from .records import Head

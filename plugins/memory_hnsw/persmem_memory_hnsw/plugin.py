@@ -8,7 +8,7 @@ is imported here: numpy, onnxruntime and hnswlib load when a hook needs them.
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 from . import hookspecs
 from .config import MemoryConfig
@@ -79,8 +79,8 @@ def register_commands(cli):
 
 @hookimpl
 def doctor(host):
-    from persmem_core import UserError
-    from persmem_core.doctor import fail, pass_
+    from persmem_core.sdk import UserError
+    from persmem_core.sdk import fail, pass_
 
     from .service import DATA_FOLDER, make_embedder
 
@@ -109,7 +109,7 @@ def doctor(host):
 def cluster_check(host):
     """The memory stream on the cluster ([cluster] servers): PASS with its size and leader, WARN naming replicas
     offline or behind, FAIL when the cluster does not answer."""
-    from persmem_core.doctor import fail, pass_, warn
+    from persmem_core.sdk import fail, pass_, warn
 
     from .replication import Replication
 
@@ -137,7 +137,7 @@ def review_checks(folder, sealer) -> list:
     (snapshot.py), so it works next to a running server."""
     import time
 
-    from persmem_core.doctor import pass_, warn
+    from persmem_core.sdk import pass_, warn
 
     from .lifecycle import expired, review_due
     from .snapshot import read_store

@@ -9,8 +9,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from persmem_core import UserError
-from persmem_core.text import control_characters, printable
+from persmem_core.sdk import UserError, control_characters, printable
 
 
 @dataclass

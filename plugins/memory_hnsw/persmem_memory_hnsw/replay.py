@@ -17,8 +17,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes
+from persmem_core.sdk import UserError, atomic_write_bytes
 
 from . import checkpoint
 from .log import RecordLog, read_frames

@@ -18,7 +18,7 @@ to one stream, and every persmem node applies that stream to its own log, rows a
   `persmem_memory_snapshots` (the collection's files as some node saved them, and the sequence they reach)
   and follows the stream from there (`restore_snapshot`, `publish_snapshot`).
 - With [encryption] enabled, messages and snapshots are sealed with the home's key: every node of one cluster
-  needs the same key file. Each is bound to its place (persmem_core.nats_link.StreamBinding, docs/scale-out.md):
+  needs the same key file. Each is bound to its place (persmem_core.sdk.StreamBinding, docs/scale-out.md):
   a write's associated data names its subject (the collection), its message id and the sequence of the write
   before it on that subject (`Nats-Expected-Last-Subject-Sequence`), so a write copied to another collection (a
   private one's turns into a shared one), replayed later in the same one, or not sealed at all does not open: it
@@ -46,9 +46,17 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core import UserError
-from persmem_core.nats_link import FrameRefused, StreamBinding, bound_purpose, stream_problems
-from persmem_core.sealing import KeyNotOnHand, Sealer, SealingError, is_sealed
+from persmem_core.sdk import (
+    FrameRefused,
+    KeyNotOnHand,
+    Sealer,
+    SealingError,
+    StreamBinding,
+    UserError,
+    bound_purpose,
+    is_sealed,
+    stream_problems,
+)
 
 from .log import WriteFailed
 from .records import Entry

@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from persmem_core.fileio import atomic_write_bytes, fsync_dir
-from persmem_core.sealing import HEADER_BYTES, ResealReport, Sealer, is_sealed
+from persmem_core.sdk import HEADER_BYTES, ResealReport, Sealer, atomic_write_bytes, fsync_dir, is_sealed
 
 from .checkpoint import CHECKPOINT_NAME, drop as drop_checkpoint
 from .collection import USAGE_NAME, USAGE_PURPOSE

@@ -22,9 +22,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from persmem_core import UserError
-from persmem_core.fileio import fsync_dir
-from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, missing_key_message, sealed_key_id
+from persmem_core.sdk import (
+    HEADER_BYTES,
+    Sealer,
+    SealingError,
+    UserError,
+    fsync_dir,
+    missing_key_message,
+    sealed_key_id,
+)
 
 from .collection import Collection, Hit
 from .config import MemoryConfig

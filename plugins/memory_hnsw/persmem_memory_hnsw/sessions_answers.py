@@ -19,8 +19,7 @@ import threading
 import time
 from pathlib import PurePath
 
-from persmem_core import UserError
-from persmem_core.text import prompt_line, valid_text
+from persmem_core.sdk import UserError, prompt_line, valid_text
 
 from .collection import Hit, NewMemory, WriteFailed
 from .contexts import MAX_CONTEXT_CHARS, conversation_contexts
@@ -337,7 +336,7 @@ def _section(title: str, items: list[Memory], chars: int, priority: int) -> dict
 
 
 def item_line(memory: Memory, width: int) -> str:
-    """One memory as one line of a briefing: a JSON object (persmem_core.text.prompt_line) saying who wrote it
+    """One memory as one line of a briefing: a JSON object (persmem_core.sdk.prompt_line) saying who wrote it
     ("by", and "edited_by" when another agent made its current version), its type, date and id, and its text,
     whole when the line fits `width`, else its start (at least ITEM_MIN_CHARS of it) with where the whole is.
     Whatever the memory holds (line breaks, headings, quotes, tags) stays inside its "text": nothing it says

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core.sealing import Sealer
+from persmem_core.sdk import Sealer
 
 from .log import LOG_NAME, decode_frame, read_frames
 from .records import Head, Memory, Put, head_of, summarize

@@ -10,7 +10,7 @@ import itertools
 import json
 import time
 
-from persmem_core import CallContext, UserError
+from persmem_core.sdk import CallContext, UserError
 
 from .collection import NewMemory
 from .contexts import CONTEXT_CHARS_PER_SIDE, conversation_contexts

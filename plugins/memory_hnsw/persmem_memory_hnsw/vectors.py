@@ -28,8 +28,18 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core.fileio import atomic_write_bytes, create_private, fsync_dir, open_private, sha256_file
-from persmem_core.sealing import HEADER_BYTES, Sealer, SealingError, is_sealed, scratch_file
+from persmem_core.sdk import (
+    HEADER_BYTES,
+    Sealer,
+    SealingError,
+    atomic_write_bytes,
+    create_private,
+    fsync_dir,
+    is_sealed,
+    open_private,
+    scratch_file,
+    sha256_file,
+)
 
 from .heap import grown
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.testing import start_server
+from persmem_core.sdk.testing import start_server
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from persmem_core.host import Host
-from persmem_core.testing import clean_env, write_config
+from persmem_core.sdk.testing import Host, clean_env, write_config
 
 SESSIONS_PLUGIN = Path(__file__).parents[2] / "sessions"
 

@@ -234,15 +234,15 @@ def test_a_reindex_drops_the_checkpoint_and_the_next_open_saves_one(tmp_path, em
 
 
 def _sealer():
-    from persmem_core.keys import key_id
-    from persmem_core.sealing import Sealer
+    from persmem_core.sdk.testing import key_id
+    from persmem_core.sdk import Sealer
 
     key = os.urandom(32)
     return Sealer({key_id(key): key}, key_id(key), True)
 
 
 def test_a_sealed_checkpoint_holds_no_plaintext(tmp_path, embedder):
-    from persmem_core.sealing import SealingError, is_sealed
+    from persmem_core.sdk import SealingError, is_sealed
 
     words = [b"quokka", b"periwinkl", b"shared", b"violet"]  # stemmed terms of a text, a tag
     plain_folder = tmp_path / "plain"

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import assert_tools_answer_clearly
+from persmem_core.sdk.testing import assert_tools_answer_clearly
 
 HERE = Path(__file__).parent
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from consolidation_testdata import synthetic_memories
-from persmem_core.testing import clean_env, persmem_command, start_server, write_config
+from persmem_core.sdk.testing import clean_env, persmem_command, start_server, write_config
 
 HERE = Path(__file__).parent
 CONFIG = {"memory": {"consolidate_min_age_days": 0, "consolidate_every_hours": 0, "supersede_detect": False}}

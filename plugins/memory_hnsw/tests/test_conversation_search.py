@@ -8,13 +8,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-from persmem_core.testing import ToolCallError
+from persmem_core.sdk.testing import ToolCallError
 from persmem_memory_hnsw.query_dates import named_ranges
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from persmem_core.testing import start_server, write_config
+    from persmem_core.sdk.testing import start_server, write_config
 
     home = tmp_path_factory.mktemp("home")
     write_config(home, {"memory": {"search_min_relative_score": 0.0}})  # every top_k result comes back
@@ -116,7 +116,7 @@ def test_the_answer_to_a_question_is_found_by_the_question_and_ranks_above_it(se
 def test_reply_to_survives_export_and_import(server, tmp_path):
     import subprocess
 
-    from persmem_core.testing import persmem_command
+    from persmem_core.sdk.testing import persmem_command
 
     talk = [{"content": "Did the backup job run on the new storage box?", "id": "bq"},
             {"content": "Yes, nightly at two, all green.", "id": "ba"}]

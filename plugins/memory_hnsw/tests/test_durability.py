@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
@@ -162,7 +162,7 @@ def test_another_model_is_refused_until_reindex(tmp_path, embedder):
         def embed_chunks(self, texts):
             return [np.ones((1, self.dim), dtype=np.float32) / np.sqrt(self.dim) for _ in texts]
 
-    from persmem_core import UserError
+    from persmem_core.sdk import UserError
 
     with pytest.raises(UserError, match="reindex"):
         Collection("memories", folder, OtherModel(), MemoryConfig()).open()

@@ -44,7 +44,7 @@ def test_special_tokens_are_the_ones_the_tokenizer_frames_a_text_with(tmp_path):
     import pytest
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-    from persmem_core import UserError
+    from persmem_core.sdk import UserError
     from persmem_memory_hnsw.embedder import _special_tokens
 
     vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "[CLS]": 3, "[SEP]": 4, "[PAD]": 5, "a": 6, "[UNK]": 7}

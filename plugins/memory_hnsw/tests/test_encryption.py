@@ -19,9 +19,8 @@ import anyio
 import msgspec
 import pytest
 
-from persmem_core.host import Host
-from persmem_core.sealing import is_sealed
-from persmem_core.testing import RunningServer, clean_env, free_port, start_server, tool_result, write_config
+from persmem_core.sdk.testing import Host, RunningServer, clean_env, free_port, start_server, tool_result, write_config
+from persmem_core.sdk import is_sealed
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.log import intact_frames
@@ -317,8 +316,8 @@ def test_a_sealed_frame_that_does_not_open_is_never_cut_and_nothing_is_written(t
     SealingError naming the log; the log is not cut, no torn tail is kept aside, the index is not saved."""
     import zlib
 
-    from persmem_core.keys import key_id
-    from persmem_core.sealing import Sealer, SealingError
+    from persmem_core.sdk.testing import key_id
+    from persmem_core.sdk import Sealer, SealingError
     from persmem_memory_hnsw.log import HEADER
 
     key = os.urandom(32)
@@ -355,8 +354,8 @@ def test_a_sealed_frame_that_does_not_open_is_never_cut_and_nothing_is_written(t
 def test_backup_copies_sealed_frames_without_a_key(tmp_path, embedder):
     """backup_memory needs no key: it copies the sealed frames up to the last intact one (a torn tail left out),
     and the copy opens with the key."""
-    from persmem_core.keys import key_id
-    from persmem_core.sealing import Sealer
+    from persmem_core.sdk.testing import key_id
+    from persmem_core.sdk import Sealer
     from persmem_memory_hnsw.backup import backup_memory
 
     key = os.urandom(32)

@@ -14,8 +14,8 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.ownership import socket_path
-from persmem_core.testing import (ToolCallError, assert_tools_answer_clearly, clean_env, persmem_command,
+from persmem_core.sdk import socket_path
+from persmem_core.sdk.testing import (ToolCallError, assert_tools_answer_clearly, clean_env, persmem_command,
                                   start_server, tool_result, write_config)
 from persmem_memory_hnsw.sessions_answers import turn_id
 

@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from persmem_core.testing import browser_page, chromium_browser, clean_env, start_server, write_config
-from persmem_core.testing import dashboard_login as login
+from persmem_core.sdk.testing import (
+    browser_page,
+    chromium_browser,
+    clean_env,
+    dashboard_login as login,
+    start_server,
+    write_config,
+)
 
 ARTIFACTS = Path(__file__).parents[3] / "test-artifacts" / "dashboard"  # screenshots, as the dashboard's tests
 HOSTILE = "<img src=x onerror=alert('lc')><script>alert('lifecycle xss')</script> kept as text"

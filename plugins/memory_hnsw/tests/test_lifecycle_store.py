@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files

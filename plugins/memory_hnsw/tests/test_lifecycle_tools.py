@@ -11,7 +11,7 @@ import time
 import anyio
 import pytest
 
-from persmem_core.testing import ToolCallError
+from persmem_core.sdk.testing import ToolCallError
 
 OLD_FACT = "The staging environment uses PostgreSQL 15 as its database."
 NEW_FACT = "The staging environment now uses SQLite as its database instead of PostgreSQL."

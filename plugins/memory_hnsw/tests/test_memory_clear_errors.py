@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.testing import ToolCallError, clean_env, persmem_command, start_server, write_config
+from persmem_core.sdk.testing import ToolCallError, clean_env, persmem_command, start_server, write_config
 
 
 def assert_still_serving(server, agent="kite"):

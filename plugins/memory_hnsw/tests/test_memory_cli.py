@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from persmem_core.testing import persmem_command, start_server
+from persmem_core.sdk.testing import persmem_command, start_server
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3,6}Z$")
 

@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from persmem_core.testing import ToolCallError, start_server, write_config
+from persmem_core.sdk.testing import ToolCallError, start_server, write_config
 from persmem_memory_hnsw.log import encode_frame
 
 EDITORS = {"operator": ["*"], "owl": ["wren"]}

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from persmem_core.testing import ToolCallError
+from persmem_core.sdk.testing import ToolCallError
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One server for the module (model loading is the slow part); tests use their own projects."""
-    from persmem_core.testing import start_server
+    from persmem_core.sdk.testing import start_server
 
     running = start_server(tmp_path_factory.mktemp("home"), agents=("kite", "wren"))
     yield running

@@ -12,8 +12,8 @@ import time
 import httpx2
 import pytest
 
-from persmem_core.ownership import socket_path
-from persmem_core.testing import ToolCallError, start_server, write_config
+from persmem_core.sdk import socket_path
+from persmem_core.sdk.testing import ToolCallError, start_server, write_config
 from persmem_memory_hnsw.sessions_answers import turn_id
 
 KITE_TURN = "kite asked: where does the albatross deploy key live? In the ops vault, path albatross/deploy."

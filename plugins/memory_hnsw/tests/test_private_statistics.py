@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from persmem_core.testing import start_server, write_config
+from persmem_core.sdk.testing import start_server, write_config
 
 from test_private_collections import capture_turns
 

@@ -18,10 +18,8 @@ import msgspec
 import nats
 import pytest
 
-from persmem_core.local_cluster import NatsCluster
-from persmem_core.nats_link import NatsLink
-from persmem_core.sealing import Sealer
-from persmem_core.settings import ClusterConfig
+from persmem_core.sdk.testing import ClusterConfig, NatsCluster
+from persmem_core.sdk import NatsLink, Sealer
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
@@ -267,7 +265,7 @@ def test_writes_moved_to_another_collection_replayed_or_unsealed_are_refused_on_
 def bound_purpose_of(intruder, seq):
     """What the write at `seq` of the memory stream was sealed for (its subject, message id and "before"): what
     only a node, holding the key, can open it with."""
-    from persmem_core.nats_link import bound_purpose
+    from persmem_core.sdk import bound_purpose
     from persmem_memory_hnsw.replication import BEFORE, WRITE_KIND
 
     msg = intruder.run(lambda js: js.get_msg(STREAM, seq))

@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from persmem_core.testing import ToolCallError
+from persmem_core.sdk.testing import ToolCallError
 
 BUDGET = 10_000  # [memory] search_reply_chars default
 

@@ -7,5 +7,5 @@
 - `search.py`   talking to SearXNG and turning its answer into compact results
 - `fetch.py`    web_fetch: guarded download under one deadline and size limits, then text extraction; the SSRF
                 rules (every address resolved and checked, connections pinned to it, each redirect checked
-                again) are the core's `persmem_core.netguard`, shared with OAuth's metadata-document fetch
+                again) are the core's `persmem_core.sdk.Guard`, shared with OAuth's metadata-document fetch
 """

@@ -15,9 +15,8 @@ import anyio
 import anyio.to_thread
 import httpx2
 
-from persmem_core import UserError
+from persmem_core.sdk import Guard, Target, UserError
 
-from persmem_core.netguard import Guard, Target
 
 MAX_REDIRECTS = 5
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/rss+xml",

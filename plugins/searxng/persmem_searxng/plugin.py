@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 from .config import SearxngConfig
 
@@ -37,9 +37,9 @@ def shutdown(host):
 
 @hookimpl
 def doctor(host):
-    from persmem_core import UserError
-    from persmem_core.doctor import fail, pass_, warn
-    from persmem_core.netguard import networks_from
+    from persmem_core.sdk import UserError
+    from persmem_core.sdk import fail, pass_, warn
+    from persmem_core.sdk import networks_from
 
     from .search import search
     from .service import ALLOW_SETTING

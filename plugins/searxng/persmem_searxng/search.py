@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx2
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 
 def search(base_url: str, query: str, limit: int, categories: str, language: str, time_range: str,

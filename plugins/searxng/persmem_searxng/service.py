@@ -8,8 +8,7 @@ name lookups (a hung DNS server holds at most a few threads of this server, howe
 
 from __future__ import annotations
 
-from persmem_core.netguard import Guard, networks_from
-from persmem_core.resolver import Resolver
+from persmem_core.sdk import Guard, Resolver, networks_from
 
 from . import fetch as fetching
 from .config import SearxngConfig

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from persmem_core import CallContext, UserError
+from persmem_core.sdk import CallContext, UserError
 
 from .service import service
 

@@ -8,7 +8,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from persmem_core.testing import clean_env, start_server, write_config
+from persmem_core.sdk.testing import clean_env, start_server, write_config
 
 # The shape of a real SearXNG /search?format=json answer (recorded from SearXNG 2025.x), trimmed.
 RECORDED = {

@@ -18,12 +18,10 @@ import time
 import anyio
 import pytest
 
-from persmem_core import testing
-from persmem_core.testing import ToolCallError, tool_result
+from persmem_core.sdk.testing import ToolCallError, persmem_command, tool_result
 
 from fakeweb import DRIP_SECONDS, FakeWeb, start
-from persmem_core.netguard import refusal
-from persmem_core.resolver import MAX_HUNG_LOOKUPS
+from persmem_core.sdk import MAX_HUNG_LOOKUPS, refusal
 
 TIMEOUT = 2.0  # the fixture server's [searxng] timeout
 ENDS_BY = TIMEOUT + 1.5  # the deadline plus an MCP round trip on a busy 2-core machine
@@ -101,7 +99,7 @@ def server_with_a_dead_dns(tmp_path, web, monkeypatch):
     silent_dns.bind(("127.0.83.53", 53))  # bound, never read: queries are neither answered nor refused
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 127.0.83.53\noptions timeout:30 attempts:1\n")
-    launch = testing.persmem_command
+    launch = persmem_command
     monkeypatch.setattr(testing, "persmem_command", lambda *args: [
         "unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv),
         *launch(*args)])

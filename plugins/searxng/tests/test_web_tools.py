@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import (ToolCallError, assert_tools_answer_clearly, clean_env, free_port, persmem_command,
+from persmem_core.sdk.testing import (ToolCallError, assert_tools_answer_clearly, clean_env, free_port, persmem_command,
                                   write_config)
 
 from fakeweb import FakeWeb, start

@@ -17,9 +17,9 @@ The metadata holds the session's title (the start of its first user turn): it is
 blob (b"sessions.meta") when encryption is on.
 
 Every capture appends its member or frame and fsyncs it, then replaces the metadata atomically
-(persmem_core.fileio). The metadata's `archive_bytes` is the length of the archive as of the last capture that
-finished: what a capture that crashed before its metadata wrote is cut off by the next capture and never read,
-so the line count in the metadata is the truth. A rewrite by reseal.py replaces the whole archive (new file,
+(persmem_core.sdk.atomic_write_bytes). The metadata's `archive_bytes` is the length of the archive as of the last
+capture that finished: what a capture that crashed before its metadata wrote is cut off by the next capture and
+never read, so the line count in the metadata is the truth. A rewrite by reseal.py replaces the whole archive (new file,
 fsync, rename) before the metadata: `archive_id` tells whether the metadata describes the file on disk, and
 when it does not (a crash between the two), the file on disk is the complete rewrite and `reconcile` adopts it.
 Folders are 0700 and files 0600 from creation: a transcript is as private as what was said in it.
@@ -39,10 +39,8 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core import UserError
-from persmem_core.fileio import atomic_write_bytes, fsync_dir, write_all
-from persmem_core.sealing import HEADER_BYTES as BLOB_HEAD_BYTES  # a sealed blob's magic, kind and key id
-from persmem_core.sealing import SEALED_MAGIC, Sealer, SealingError
+from persmem_core.sdk import HEADER_BYTES as BLOB_HEAD_BYTES  # a sealed blob's magic, kind and key id
+from persmem_core.sdk import SEALED_MAGIC, Sealer, SealingError, UserError, atomic_write_bytes, fsync_dir, write_all
 
 ARCHIVE_SUFFIX = ".jsonl.gz"
 META_SUFFIX = ".meta.json"

@@ -19,9 +19,7 @@ import os
 import shutil
 from pathlib import Path
 
-from persmem_core import UserError
-from persmem_core.agents import NAME_RE
-from persmem_core.sealing import Sealer
+from persmem_core.sdk import NAME_RE, Sealer, UserError
 
 from . import archive
 from .archive import ARCHIVE_SUFFIX, META_SUFFIX

@@ -39,8 +39,8 @@ def hooks() -> None:
               help="The agent the hooks speak for (default: [server] default_agent). Env PERSMEM_AGENT.")
 def install(target: str, agent: str | None) -> None:
     """Add the hooks to ~/.claude/settings.json and/or ~/.codex/hooks.json (idempotent; backs up each file)."""
-    from persmem_core.cli import get_host
-    from persmem_core.local_server import served_agent
+    from persmem_core.sdk import get_host
+    from persmem_core.sdk import served_agent
 
     from .installer import hook_command, install as install_target
 
@@ -62,7 +62,7 @@ def install(target: str, agent: str | None) -> None:
 @hooks.command()
 def status() -> None:
     """Show which persmem hooks are installed, and whether a server is answering for them."""
-    from persmem_core.cli import get_host
+    from persmem_core.sdk import get_host
 
     from .hook import socket_path
     from .installer import status as target_status
@@ -130,8 +130,8 @@ def import_sessions(claude: tuple[Path, ...], codex: tuple[Path, ...], agent: st
     read (a missing folder is skipped); with either, only the paths given. Uses the running server, or holds
     the home itself while it runs.
     """
-    from persmem_core.cli import get_host
-    from persmem_core.local_server import served_agent
+    from persmem_core.sdk import get_host
+    from persmem_core.sdk import served_agent
 
     from .importer import ImportStopped, claude_root, codex_root, run_import
 

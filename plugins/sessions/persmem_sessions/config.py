@@ -6,7 +6,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from persmem_core import ConfigSection
+from persmem_core.sdk import ConfigSection
 
 
 class SessionsConfig(ConfigSection):

@@ -8,7 +8,7 @@ A turn, as handed to `index_session_turns` and returned by `search_session_turns
      "project": str}
 """
 
-from persmem_core.hookspecs import hookspec
+from persmem_core.sdk import hookspec
 
 
 @hookspec
@@ -28,7 +28,7 @@ def briefing_sections(host, agent, project, cwd, budget_chars):
     """Sections for the briefing a session starts with: a list of {"title": str, "text": str, "priority": int
     (smaller comes first and is cut last), "memory_ids": [str]}; `budget_chars` is the whole briefing's size,
     so keep each section well under it. Text an agent stored goes in as one line per item made by
-    persmem_core.text.prompt_line, its author in it: the briefing is read by another agent's session. Other
+    persmem_core.sdk.prompt_line, its author in it: the briefing is read by another agent's session. Other
     lines are made inert (no heading, no control character, no tag) and a section cut for space loses whole
     lines from its end."""
 

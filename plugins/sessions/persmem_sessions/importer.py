@@ -305,9 +305,9 @@ def run_import(host, claude: list[Path], codex: list[Path], agent: str | None) -
     dashboard` does) and talk to this process's own socket. Progress on stderr."""
     import click
 
-    from persmem_core.local_server import OwnerCard
-    from persmem_core.ownership import socket_path
-    from persmem_core.takeover import holding_home, owner_card
+    from persmem_core.sdk import OwnerCard
+    from persmem_core.sdk import socket_path
+    from persmem_core.sdk import holding_home, owner_card
 
     files = find_transcripts(claude, codex)
     if owner_card(host) is not None:

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from persmem_core.errors import UserError
-from persmem_core.fileio import atomic_write_bytes
+from persmem_core.sdk import UserError, atomic_write_bytes
 
 MODULE = "persmem_sessions.hook"
 CLIENTS = ("claude", "codex")

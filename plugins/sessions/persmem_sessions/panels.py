@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .service import service
 from .transcripts import CLIENTS

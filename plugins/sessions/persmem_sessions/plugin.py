@@ -5,7 +5,7 @@ host are the service (service.py), kept in `host.state` from startup to shutdown
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 from .config import SessionsConfig
 

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core.fileio import fsync_dir
-from persmem_core.sealing import ResealReport, Sealer, is_sealed
+from persmem_core.sdk import ResealReport, Sealer, fsync_dir, is_sealed
 
 from . import archive
 from .archive import ARCHIVE_SUFFIX, META_SUFFIX, SessionMeta
@@ -107,7 +106,7 @@ def reseal_sessions(folder: Path, sealer: Sealer, progress: Callable[[str, int, 
 
 
 def remove_leftovers(folder: Path) -> None:
-    """Temporary files of writes that were killed (persmem_core.fileio's `.persmem-*.tmp` beside metadata, this
+    """Temporary files of writes that were killed (atomic_write_bytes's `.persmem-*.tmp` beside metadata, this
     module's `.reseal`): never read, but they may hold what was written before this reseal, e.g. plaintext.
     Safe only with no writer running, as here."""
     if not folder.is_dir():

@@ -14,7 +14,7 @@
   (FRAMING) that frames them as data written by agents, not instructions; the memory ids each
   session received are remembered here (in memory only: a restart may repeat one), so recall never repeats
   what this session already has. Stored text reaches a prompt only as one line of JSON per item, its author
-  in it (persmem_core.text.prompt_line): nothing one agent wrote can make a heading, a line or an attribution
+  in it (persmem_core.sdk.prompt_line): nothing one agent wrote can make a heading, a line or an attribution
   in another agent's session. Section titles and any plain line a section plugin sends are made inert too
   (`inert_line`: one line, control characters escaped, no heading mark, no tag).
 - Projects: from the working folder the client reports (projects.py); the server looks at its own disk for
@@ -35,8 +35,7 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core import UserError
-from persmem_core.text import printable, prompt_line
+from persmem_core.sdk import UserError, printable, prompt_line
 
 from . import archive
 from .archive import SessionMeta

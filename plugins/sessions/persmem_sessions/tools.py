@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from persmem_core import CallContext, UserError
+from persmem_core.sdk import CallContext, UserError
 
 from .service import service
 from .transcripts import cut

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from persmem_core.text import valid_text
+from persmem_core.sdk import valid_text
 
 CLIENTS = ("claude", "codex")
 CODEX_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<permissions",

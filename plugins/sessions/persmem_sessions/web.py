@@ -35,9 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from persmem_core import UserError
-from persmem_core.context import agent_of_scope
-from persmem_core.state import NotReady
+from persmem_core.sdk import NotReady, UserError, agent_of_scope
 
 from .service import CaptureConflict, SessionsService
 

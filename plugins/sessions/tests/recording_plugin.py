@@ -5,7 +5,7 @@ import json
 import os
 from pathlib import Path
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 
 @hookimpl

@@ -6,8 +6,8 @@ sealed under key A, plaintext, sealed under key B (both keys on hand), and print
 import sys
 from pathlib import Path
 
-from persmem_core.keys import key_id
-from persmem_core.sealing import Sealer
+from persmem_core.sdk.testing import key_id
+from persmem_core.sdk import Sealer
 from persmem_sessions.reseal import reseal_sessions
 
 home, keys = Path(sys.argv[1]), [bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3])]

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx2
 import msgspec
 
-from persmem_core.ownership import socket_path
-from persmem_core.testing import clean_env, start_server
+from persmem_core.sdk import socket_path
+from persmem_core.sdk.testing import clean_env, start_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TESTS = Path(__file__).parent
@@ -57,8 +57,8 @@ def capture(http: httpx2.Client, lines: list[str], session_id: str = CLAUDE_SESS
 def home_sealer(home: Path):
     """A Sealer with the home's key (the server made it at its first start), as `persmem` loads it; a plain one
     when the home has no key."""
-    from persmem_core import keys
-    from persmem_core.settings import EncryptionConfig
+    from persmem_core.sdk.testing import keys
+    from persmem_core.sdk.testing import EncryptionConfig
 
     return keys.load_sealer(home, EncryptionConfig(), clean_env(home), create=False)
 

@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from sessions_testkit import socket_client
-from persmem_core.host import Host
-from persmem_core.testing import ToolCallError, clean_env, start_server, write_config
-from persmem_core.text import control_characters
+from persmem_core.sdk.testing import Host, ToolCallError, clean_env, start_server, write_config
+from persmem_core.sdk import control_characters
 
 MODULE = "persmem_sessions.hook"
 IDENTITY = "## Your identity and directives"

@@ -26,9 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core import ownership
-from persmem_core.errors import UserError
-from persmem_core.testing import clean_env
+from persmem_core.sdk import UserError, socket_path
+from persmem_core.sdk.testing import clean_env
 
 PLUGIN_SOURCE = Path(__file__).resolve().parents[1] / "persmem_sessions"
 PERSMEM = Path(sys.executable).parent / "persmem"
@@ -349,7 +348,7 @@ def test_the_core_refuses_a_runtime_folder_not_its_own(users, tmp_path, monkeypa
             else:
                 runtime.chmod(0o777)
         with pytest.raises(UserError, match="not a private folder of this user"):
-            ownership.socket_path(home)
+            socket_path(home)
 
 
 def test_serve_refuses_a_socket_of_another_user_where_its_own_goes(users, tmp_path):
@@ -361,7 +360,7 @@ def test_serve_refuses_a_socket_of_another_user_where_its_own_goes(users, tmp_pa
     home = tmp_path / ("long-" + "x" * 120) / "home"
     env = clean_env(home, XDG_RUNTIME_DIR=str(runtime), PERSMEM_DISABLE_PLUGINS=NO_PLUGINS)
     planted = runtime / Path(subprocess.run(
-        [sys.executable, "-c", "import sys; from persmem_core.ownership import socket_path; "
+        [sys.executable, "-c", "import sys; from persmem_core.sdk import socket_path; "
                                "print(socket_path(sys.argv[1]).name)", str(home)],
         env=env, capture_output=True, text=True, check=True).stdout.strip())
     with socket.socket(socket.AF_UNIX) as sock:

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from persmem_core.ownership import socket_path as core_socket_path
-from persmem_core.testing import clean_env, start_server
+from persmem_core.sdk import socket_path as core_socket_path
+from persmem_core.sdk.testing import clean_env, start_server
 
 PERSMEM = Path(sys.executable).parent / "persmem"
 PLUGIN_SOURCE = Path(__file__).resolve().parents[1]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.agents import AgentStore
-from persmem_core.testing import clean_env
+from persmem_core.sdk import AgentStore
+from persmem_core.sdk.testing import clean_env
 
 PERSMEM = Path(sys.executable).parent / "persmem"
 PLUGIN_SOURCE = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from persmem_core.testing import RunningServer, clean_env, free_port, start_server
+from persmem_core.sdk.testing import RunningServer, clean_env, free_port, start_server
 from sessions_testkit import archived as session_text
 from sessions_testkit import session_metas
 

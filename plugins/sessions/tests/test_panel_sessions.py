@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from persmem_core.testing import browser_page, chromium_browser, clean_env, start_server
-from persmem_core.testing import dashboard_login as login
+from persmem_core.sdk.testing import browser_page, chromium_browser, clean_env, dashboard_login as login, start_server
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sessions_testkit import session_metas  # noqa: E402

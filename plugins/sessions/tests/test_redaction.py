@@ -16,7 +16,7 @@ import pytest
 
 from sessions_testkit import (CLAUDE_SESSION, CODEX_SESSION, PLANTED, REDACTIONS, archived, capture, fixture_lines, serve,
                       socket_client)
-from persmem_core.testing import write_config
+from persmem_core.sdk.testing import write_config
 from persmem_sessions import redact as redact_module
 from persmem_sessions.redact import redact, redact_line
 from secrets_corpus import look_alikes, secret_samples

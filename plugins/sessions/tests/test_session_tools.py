@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sessions_testkit import CLAUDE_SESSION, archived, capture, fixture_lines, serve, socket_client
-from persmem_core.testing import ToolCallError, assert_tools_answer_clearly
+from persmem_core.sdk.testing import ToolCallError, assert_tools_answer_clearly
 from persmem_sessions.tools import REPLY_CHARS
 
 LONG_SESSION = "long-session-1"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sessions_testkit import archived, capture, serve, socket_client
-from persmem_core.testing import ToolCallError, clean_env
+from persmem_core.sdk.testing import ToolCallError, clean_env
 
 PERSMEM = Path(sys.executable).parent / "persmem"
 MODULE = "persmem_sessions.hook"

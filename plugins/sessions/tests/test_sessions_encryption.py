@@ -20,10 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.host import Host
-from persmem_core.keys import key_id, new_key
-from persmem_core.sealing import Sealer, is_sealed
-from persmem_core.testing import ToolCallError, clean_env, write_config
+from persmem_core.sdk.testing import Host, ToolCallError, clean_env, key_id, new_key, write_config
+from persmem_core.sdk import Sealer, is_sealed
 from persmem_sessions import archive
 from persmem_sessions.backup import backup_sessions, restore_sessions
 from persmem_sessions.plugin import reseal

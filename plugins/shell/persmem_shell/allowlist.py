@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 from .config import CommandRule
 from .sandbox import Sandbox, check_length, real_path, refuse_git_folder

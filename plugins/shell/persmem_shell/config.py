@@ -8,7 +8,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from persmem_core import ConfigSection, bubblewrap
+from persmem_core.sdk import ConfigSection, bubblewrap
 
 
 class CommandRule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

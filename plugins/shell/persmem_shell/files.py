@@ -9,8 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from persmem_core import UserError
-from persmem_core.fileio import atomic_write_at
+from persmem_core.sdk import UserError, atomic_write_at
 
 from .sandbox import Sandbox, refuse_git_folder
 

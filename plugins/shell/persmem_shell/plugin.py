@@ -3,7 +3,7 @@ doctor lines that print the workspace roots and the effective command allowlist.
 
 from __future__ import annotations
 
-from persmem_core import hookimpl
+from persmem_core.sdk import hookimpl
 
 from .config import ShellConfig
 
@@ -26,7 +26,7 @@ def register_tools(register, host):
 def startup(host):
     """Build the service the tools use; with sandbox = "required" and no full OS sandbox here, stop the server
     start naming why; with "auto", say loudly in the server's first lines when commands get less than it."""
-    from persmem_core import bubblewrap
+    from persmem_core.sdk import bubblewrap
 
     from .service import NAME, open_service
 
@@ -46,9 +46,9 @@ def shutdown(host):
 def doctor(host):
     import shutil
 
-    from persmem_core import UserError, bubblewrap
-    from persmem_core.children import SAFE_PATH
-    from persmem_core.doctor import fail, pass_, warn
+    from persmem_core.sdk import UserError, bubblewrap
+    from persmem_core.sdk import SAFE_PATH
+    from persmem_core.sdk import fail, pass_, warn
 
     from .service import open_service
 

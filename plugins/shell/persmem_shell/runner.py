@@ -1,7 +1,7 @@
 """Running an allowed argv: a minimal environment, a private TMPDIR, a lower CPU priority; the time limit,
-output cap and process-group kill are persmem_core.children's.
+output cap and process-group kill are persmem_core.sdk.run_capped's.
 
-With a `Confinement`, the command runs inside bubblewrap (persmem_core.bubblewrap) with its own /tmp and the
+With a `Confinement`, the command runs inside bubblewrap (persmem_core.sdk.bubblewrap) with its own /tmp and the
 sandbox's limits;
 without one, its TMPDIR is a fresh folder in the plugin's data folder, removed when the command ends (kill
 included).
@@ -17,8 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from persmem_core import UserError, bubblewrap
-from persmem_core.children import SAFE_PATH, Finished, run_capped
+from persmem_core.sdk import Finished, SAFE_PATH, UserError, bubblewrap, run_capped
 
 NICE = ("nice", "-n", "10")
 

@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from persmem_core import UserError
+from persmem_core.sdk import UserError
 
 NAME_MAX = 255  # bytes in one path component (Linux)
 WORKSPACE_FOLDER_MODE = 0o755  # a folder file_write makes, as a shell with umask 022 would (file_write's files: 0644)

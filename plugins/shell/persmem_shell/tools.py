@@ -9,8 +9,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from persmem_core import CallContext, UserError, bubblewrap
-from persmem_core.workspace_lock import WORKSPACE
+from persmem_core.sdk import CallContext, UserError, WORKSPACE, bubblewrap
 
 from . import files
 from .allowlist import check_paths, check_size, judge, with_forced_options

@@ -1,6 +1,6 @@
 import pytest
 
-from persmem_core.testing import clean_env, start_server, write_config
+from persmem_core.sdk.testing import clean_env, start_server, write_config
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def server(tmp_path_factory, ws):
 
 @pytest.fixture
 def call(server):
-    from persmem_core.testing import ToolCallError
+    from persmem_core.sdk.testing import ToolCallError
 
     def call_tool(tool, **args):
         return server.call_tool(tool, args, agent="kite")

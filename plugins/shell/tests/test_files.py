@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import ToolCallError, assert_tools_answer_clearly
+from persmem_core.sdk.testing import ToolCallError, assert_tools_answer_clearly
 
 
 def test_persmem_signatures(server):

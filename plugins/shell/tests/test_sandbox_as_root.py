@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core import bubblewrap, sandbox_cgroup
-from persmem_core.testing import ToolCallError, clean_env, start_server, write_config
+from persmem_core.sdk import bubblewrap
+
+from persmem_core.sdk.testing import ToolCallError, cgroups, clean_env, start_server, write_config
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="these attacks are about a server running as root"),
@@ -159,7 +160,7 @@ def test_a_fork_bomb_stops_at_the_process_limit(server, ws):
     assert server.call_tool("shell_exec", {"command": "echo alive"}, agent="kite")["stdout"] == "alive\n"
 
 
-@pytest.mark.skipif(sandbox_cgroup.hierarchies() is None, reason="no cgroup with memory and pids controllers here")
+@pytest.mark.skipif(cgroups.hierarchies() is None, reason="no cgroup with memory and pids controllers here")
 def test_a_memory_bomb_is_killed_at_the_memory_limit_of_the_whole_command(server, ws):
     (ws / "hog.py").write_text("import os\nos.fork(); os.fork()\nheld = [bytearray(8 * 2**20) for _ in range(40)]\n"
                                "print('kept 320 MB')\n")
@@ -300,8 +301,7 @@ def test_a_server_running_as_an_ordinary_user_confines_commands_with_that_users_
     work.chmod(0o777)
     script = (
         "from pathlib import Path\n"
-        "from persmem_core import bubblewrap\n"
-        "from persmem_core.children import SAFE_PATH\n"
+        "from persmem_core.sdk import SAFE_PATH, bubblewrap\n"
         f"confinement = bubblewrap.Confinement(writable=(Path({str(work)!r}),),\n"
         "                                      limits=bubblewrap.Limits(processes=32))\n"
         "done = bubblewrap.run(['sh', '-c', 'id -u; echo 1 > /proc/sys/vm/swappiness; "

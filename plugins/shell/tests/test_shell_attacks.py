@@ -11,8 +11,8 @@ import time
 import anyio
 import pytest
 
-from persmem_core import bubblewrap
-from persmem_core.testing import ToolCallError, clean_env, start_server, tool_result, write_config
+from persmem_core.sdk import bubblewrap
+from persmem_core.sdk.testing import ToolCallError, clean_env, start_server, tool_result, write_config
 
 needs_bwrap = pytest.mark.skipif(bubblewrap.problem() is not None, reason=f"no OS sandbox: {bubblewrap.problem()}")
 ONLY_SHELL = "memory_hnsw,amq_maildir,git,searxng,dashboard"

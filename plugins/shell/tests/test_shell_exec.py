@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from persmem_core.testing import ToolCallError
+from persmem_core.sdk.testing import ToolCallError
 
 
 def test_persmem_signature_and_a_plain_command(server, call):
