@@ -57,7 +57,10 @@ class ServerConfig(ConfigSection):
         AgentName,
         Meta(description="Agent for stdio without --agent, and for HTTP on loopback while no agent has credentials."),
     ] = "local"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: Annotated[
+        Literal["debug", "info", "warning", "error"],
+        Meta(description="`debug`, `info`, `warning` or `error`. Logs go to stderr."),
+    ] = "info"
     json_response: Annotated[
         bool, Meta(description="Answer MCP POSTs with plain JSON instead of an SSE stream (both are valid MCP; "
                    "JSON is faster, SSE lets long tools stream progress).")

@@ -1,4 +1,4 @@
-"""`persmem config show|check|schema|path`."""
+"""`persmem config show|check|schema|reference|path`."""
 
 from __future__ import annotations
 
@@ -52,3 +52,27 @@ def schema() -> None:
     from persmem_core.commands import get_host
 
     click.echo(json.dumps(get_host().config_schema(), indent=2))
+
+
+@config.command()
+@click.option("--write", "page", type=click.Path(dir_okay=False, exists=True),
+              help="Put each table between its markers in this Markdown file (docs/configuration.md).")
+def reference(page: str | None) -> None:
+    """Print every loaded plugin's config section as a Markdown table (field, default, meaning), or with --write
+    update the marked tables of a page."""
+    from pathlib import Path
+
+    from persmem_core.commands import get_host
+    from persmem_core.config_reference import rewrite, tables
+
+    sections = {name: typ for name, (typ, _) in get_host().sections.items()}
+    if page is None:
+        click.echo("\n".join(f"## [{name}]\n\n{table}" for name, table in tables(sections).items()).rstrip())
+        return
+    try:
+        text, unmarked = rewrite(Path(page).read_text(), sections)
+    except ValueError as exc:
+        raise click.ClickException(f"{page}: {exc}") from None
+    Path(page).write_text(text)
+    click.echo(f"{page}: tables of {len(sections) - len(unmarked)} sections written"
+               + (f"; no marked table for: {', '.join(unmarked)}" if unmarked else ""))

@@ -21,4 +21,4 @@ class DashboardConfig(ConfigSection):
         float, Meta(gt=0, description="How long a login lasts, counted from the login (using the dashboard does "
                                       "not extend it).")
     ] = 12.0
-    title: str = "persmem"
+    title: Annotated[str, Meta(description="Shown in the header.")] = "persmem"

@@ -39,8 +39,14 @@ class MemoryConfig(ConfigSection):
                                               "brings to the fusion; more find more, a little slower.")
     ] = 200
     hnsw_m: Annotated[int, Meta(ge=4, le=64, description="hnswlib M (graph degree).")] = 16
-    hnsw_ef_construction: Annotated[int, Meta(ge=16, le=800)] = 100
-    hnsw_ef_search: Annotated[int, Meta(ge=16, le=2000)] = 96
+    hnsw_ef_construction: Annotated[
+        int, Meta(ge=16, le=800, description="hnswlib ef_construction: how hard building the graph looks for "
+                                             "neighbours (higher: better recall, slower stores).")
+    ] = 100
+    hnsw_ef_search: Annotated[
+        int, Meta(ge=16, le=2000, description="hnswlib ef at query time: how many graph nodes a search visits "
+                                              "(higher: better recall, slower searches).")
+    ] = 96
     exact_search_below: Annotated[
         int, Meta(ge=0, description="Filtered searches matching at most this many chunks are exact (brute force).")
     ] = 16384

@@ -26,4 +26,5 @@ class SearxngConfig(ConfigSection):
         Meta(description="Private/loopback networks web_fetch may reach anyway, as CIDRs (e.g. \"192.168.1.0/24\" "
                          "for a LAN wiki). Empty: only public addresses."),
     ] = []
-    user_agent: str = "persmem-web-fetch/0.1 (+https://github.com/persmem)"
+    user_agent: Annotated[str, Meta(description="The User-Agent header of web_fetch's requests.")] = (
+        "persmem-web-fetch/0.1 (+https://github.com/persmem)")
