@@ -166,6 +166,26 @@ class Host:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def shared_cache(self, name: str) -> Path | None:
+        """A folder for files plugins can always make again from what is installed (a prepared model), shared by
+        every home that names the same `PERSMEM_CACHE_DIR`: `$PERSMEM_CACHE_DIR/<name>`, created 0700 on demand.
+        None when the variable is unset: keep such files in your data folder. Refused (UserError) when the
+        folder is not the server user's own or others may write in it: a planted file there would be loaded."""
+        root = self.environ.get("PERSMEM_CACHE_DIR", "")
+        if not root:
+            return None
+        if not SECTION_RE.match(name):
+            raise UserError(f"invalid cache folder name {name!r}")
+        path = Path(root).expanduser() / name
+        for folder in (path.parent, path):
+            folder.mkdir(mode=0o700, exist_ok=True)
+            info = folder.lstat()
+            if info.st_uid != os.geteuid() or info.st_mode & 0o022 or folder.is_symlink():
+                raise UserError(f"PERSMEM_CACHE_DIR: {folder} is not this user's own folder closed to others (owner "
+                                f"uid {info.st_uid}, mode {info.st_mode & 0o777:o}); a file planted there would be "
+                                f"loaded as a model. Make it yours and 0700 (chown, chmod 700), or unset the variable.")
+        return path
+
     def workspace_roots(self) -> list[Path]:
         """The [workspace] roots, resolved (links followed); default <home>/workspace, created on demand.
         / is refused: it would make the whole machine the workspace."""

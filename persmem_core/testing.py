@@ -214,9 +214,27 @@ class RunningServer:
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    """This process's environment without PERSMEM_* variables, with PERSMEM_HOME=home."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_")}
+    """This process's environment without PERSMEM_* variables (but PERSMEM_CACHE_DIR, which the test run shares),
+    with PERSMEM_HOME=home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_") or k == "PERSMEM_CACHE_DIR"}
     return env | {"PERSMEM_HOME": str(home)} | extra
+
+
+def pytest_configure(config):
+    """Every server of the test run shares one PERSMEM_CACHE_DIR (made for the run, removed after it), so a
+    prepared model is made once per run, not once per home (about 6 s of CPU each on a small box). A run started
+    with PERSMEM_CACHE_DIR set keeps it."""
+    if not os.environ.get("PERSMEM_CACHE_DIR"):
+        import tempfile
+
+        os.environ["PERSMEM_CACHE_DIR"] = config._persmem_cache = tempfile.mkdtemp(prefix="persmem-test-cache-")
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_persmem_cache", None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop("PERSMEM_CACHE_DIR", None)
 
 
 def start_server(home: Path, agents=(), env: dict[str, str] | None = None, timeout: float = 60.0,

@@ -115,7 +115,9 @@ def make_embedder(host):
     if config.embedder not in factories:
         raise UserError(f"[memory] embedder = {config.embedder!r} is not offered by any plugin; "
                         f"available: {', '.join(sorted(factories))}.")
-    return factories[config.embedder](host.data_dir(DATA_FOLDER) / ".models")
+    # where the embedder keeps the model it prepares (re-quantized once): shared by the homes of one
+    # PERSMEM_CACHE_DIR, else beside the collections
+    return factories[config.embedder](host.shared_cache("models") or host.data_dir(DATA_FOLDER) / ".models")
 
 
 def new_service(host) -> MemoryService:

@@ -8,14 +8,17 @@ import subprocess
 
 import pytest
 
-from persmem_core.sdk.testing import persmem_command, start_server
+from persmem_core.sdk.testing import clean_env, persmem_command, start_server
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3,6}Z$")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    running = start_server(tmp_path_factory.mktemp("cli-home"), agents=("kite",))
+    home = tmp_path_factory.mktemp("cli-home")
+    env = clean_env(home)
+    env.pop("PERSMEM_CACHE_DIR", None)  # the prepared model in its default place, beside the collections
+    running = start_server(home, agents=("kite",), env=env)
     yield running
     running.stop()
 
