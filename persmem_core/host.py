@@ -198,13 +198,16 @@ class Host:
     def private_paths(self) -> list[Path]:
         """persmem's own files (the home: agents, mail, memories; the config file): never part of a workspace,
         never visible to a command a tool runs, even when a workspace root contains them. The owner's local socket
-        too, where a long home path puts it outside the home: whoever reaches it may speak as any agent."""
+        too, where a long home path puts it outside the home: whoever reaches it may speak as any agent. And the
+        PERSMEM_CACHE_DIR, whose files are loaded (a model): a command that wrote there would choose them."""
         from persmem_core.ownership import socket_path
 
         paths = [Path(os.path.realpath(self.home)), Path(os.path.realpath(self.config_path))]
         local_socket = Path(os.path.realpath(socket_path(self.home)))
         if not local_socket.is_relative_to(paths[0]):
             paths.append(local_socket)
+        if self.environ.get("PERSMEM_CACHE_DIR"):
+            paths.append(Path(os.path.realpath(Path(self.environ["PERSMEM_CACHE_DIR"]).expanduser())))
         return paths
 
     @property

@@ -129,3 +129,22 @@ def test_a_device_node_inside_the_workspace_is_refused(call, ws):
             call("file_read", path="null-dev")
     finally:
         os.unlink(ws / "null-dev")
+
+
+def test_a_shared_cache_inside_the_workspace_is_out_of_reach(tmp_path, persmem_server):
+    """PERSMEM_CACHE_DIR holds files the server loads (a prepared model): no file tool or command may write or read
+    there, even when a workspace root contains it."""
+    ws = tmp_path / "ws"
+    cache = ws / "cache"
+    ws.mkdir()
+    cache.mkdir(mode=0o700)
+    server = persmem_server(agents=["kite"], config={"workspace": {"roots": [str(ws)]}},
+                            env={"PERSMEM_CACHE_DIR": str(cache),
+                                 "PERSMEM_DISABLE_PLUGINS": "memory_hnsw,amq_maildir,git,searxng,dashboard"})
+    for tool, args in (("file_write", {"path": "cache/models/planted.onnx", "content": "x"}),
+                       ("file_read", {"path": "cache/x"})):
+        with pytest.raises(ToolCallError, match="persmem's own"):
+            server.call_tool(tool, args, agent="kite")
+    with pytest.raises(ToolCallError, match="points outside the workspace"):
+        server.call_tool("shell_exec", {"command": "ls -a cache"}, agent="kite")
+    assert not (cache / "models" / "planted.onnx").exists()
