@@ -1,22 +1,26 @@
 """pytest fixtures for testing persmem and its plugins for real.
 
-Installed as a pytest plugin (entry point `pytest11`), so any project with
-persmem installed can use them:
+Installed as a pytest plugin (entry point `pytest11`), so any project with persmem installed can use them (a
+plugin's tests import the helpers below from `persmem_core.sdk.testing`). Each fixture returns a factory:
 
-- `persmem_env(**extra)`: an environment dict with a fresh PERSMEM_HOME.
-- `persmem_host(config=..., disabled=...)`: a Host in a temp home.
-- `persmem_server(agents=[...], config={...})`: a real `persmem serve`
-  process over Streamable HTTP on a free loopback port; `.call_tool(name,
-  args, agent=...)` calls through a real MCP client, `.client(agent)` is an
-  async MCP client session, `.tokens[agent]` the agent's bearer token.
-- `persmem_stdio(agent)`: an async MCP client connected to `persmem serve
-  --transport stdio` in a subprocess (the agent is registered first if new).
+- `persmem_env(**extra)` -> an environment dict with a fresh PERSMEM_HOME.
+- `persmem_host(config=None, **extra_env)` -> a Host in a temp home, with that config written.
+- `persmem_server(agents=(), config=None, env=None)` -> a RunningServer: a real `persmem serve` process over
+  Streamable HTTP on a free loopback port; `.call_tool(name, args, agent=...)` calls through a real MCP client,
+  `.list_tools(agent=...)`, `.client(agent)` an async MCP client session, `.tokens[agent]` the agent's bearer
+  token, `.log()`, `.kill()`, `.stop()`. Every server started is stopped after the test.
+- `persmem_stdio(agent=None, config=None, env=None)` -> an async context manager: an MCP client connected to
+  `persmem serve --transport stdio` in a subprocess (the agent is registered first if new).
 - `nats_cluster`: a started three-node NATS JetStream cluster of real nats-server processes in tmp_path
   (persmem_core/local_cluster.py: `.client_settings(name)`, `.connect_options()`, `.kill(i)`, `.restart(i)`), closed
   (an nkey per client, as `persmem cluster up` makes it), stopped after the test.
-- `chromium_browser()`, `browser_page(browser)`, `dashboard_login(page, server,
-  agent)`: the dashboard in a real headless Chromium (Playwright);
-  `async_chromium_browser()` the same browser for tests driving it from an event loop.
+- `cluster_nodes(config=None, env=None, agents=("kite", "wren"))` -> ClusterNodes: persmem nodes on that cluster.
+- `chromium_browser()`, `browser_page(browser)`, `dashboard_login(page, server, agent)`: the dashboard in a real
+  headless Chromium (Playwright); `async_chromium_browser()` the same browser for tests driving it from an event
+  loop.
+
+The run shares one PERSMEM_CACHE_DIR (made at its start, removed at its end): every server's memory plugin
+prepares its model once per run, not once per home.
 """
 
 from __future__ import annotations

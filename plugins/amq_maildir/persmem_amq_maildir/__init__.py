@@ -17,4 +17,5 @@ Modules, one job each:
 - `message.py`  the on-disk message format (persMEM's `---json` frontmatter + Markdown body), ids, kinds
 - `backup.py`   copying every delivered message for `persmem backup`
 - `migrate.py`  `persmem amq migrate`: the Maildir root copied into the backend in use
+- `reseal.py`   `persmem key migrate|rotate` for mail: every delivered message as `[amq] encrypt` asks
 """

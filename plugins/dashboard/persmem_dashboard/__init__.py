@@ -14,4 +14,5 @@ panels come from plugins through the `register_panels` hook.
 - `sessions.py` login sessions: none stored before login, a new id at each login, deleted at logout, swept
 - `streams.py`  event streams that end within a moment of their agent's revocation
 - `charts.py`   donut and bar charts as SVG, rendered on the server with pygal (no JavaScript, no CDN)
+- `markdown.py` Markdown (mail bodies, notes) as HTML that is safe to put in a page
 """

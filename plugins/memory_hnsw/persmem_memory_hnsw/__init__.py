@@ -34,6 +34,8 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - lexical.py       BM25 over numpy postings, with stemming
 - embedder.py      ONNX + tokenizers embedder, pinned model files, chunking
 - heap.py          growing numpy columns, handing freed memory back to the OS
+- replication.py   a NATS JetStream cluster: every collection's log entries published to one stream, applied by
+                   every node; snapshots for new nodes
 - backup.py        the backup hook's copy of each collection's log
 - reseal.py        `persmem key migrate|rotate` for the memory store: every file sealed as new writes are
 - chroma_import.py reading a persMEM ChromaDB store

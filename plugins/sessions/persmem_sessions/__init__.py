@@ -12,4 +12,16 @@ Modules, one job each:
 - `config.py`     the [sessions] section of persmem.toml
 - `service.py`    the sessions of this host, opened at startup and kept in `host.state`
 - `hook.py`       the client hooks run: stdlib only, fail open, talks to the running server
+- `web.py`        /sessions: what the client hooks call on the server (capture, briefing, recall)
+- `tools.py`      the MCP tools: list, read and search the caller's own archived sessions
+- `panels.py`     the dashboard's Sessions panel (template in `panel/`)
+- `commands.py`   `persmem hooks ...` and `persmem sessions ...`
+- `installer.py`  putting the hooks into Claude Code's and Codex's settings, checking them, taking them out
+- `importer.py`   `persmem sessions import`: the transcripts the clients already wrote on this machine
+- `transcripts.py` turns out of the clients' transcript lines
+- `projects.py`   the project a session belongs to, from its working folder
+- `redact.py`     secrets out of transcripts, before anything is archived, indexed or logged
+- `archive.py`    the session archive on disk: one archive and one metadata file per captured session
+- `backup.py`     backups of the archive, as stored (sealed stays sealed)
+- `reseal.py`     `persmem key migrate|rotate` for the archive
 """
