@@ -19,7 +19,7 @@ class CallContext:
     here, never from a tool argument."""
 
     agent: str
-    transport: Literal["stdio", "http"]
+    transport: Literal["stdio", "http", "in-process"]  # in-process: Host.call_tool, in a plugin's tests
     host: Host
     session_id: str | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,15 @@ from persmem_core.auth_failures import AuthFailures
 from persmem_core.errors import ConfigError, PluginConflictError, UserError
 from persmem_core.oauth.store import OAuthStore
 from persmem_core.sealing import Sealer
-from persmem_core.plugins import PerPlugin, PluginInfo, call_each, load_plugins, new_plugin_manager
+from persmem_core.plugins import (
+    TRACE_ENV,
+    PerPlugin,
+    PluginInfo,
+    call_each,
+    load_plugins,
+    new_plugin_manager,
+    trace_hooks,
+)
 from persmem_core.settings import PluginsConfig
 from persmem_core.state import PluginState
 
@@ -73,6 +82,8 @@ class Host:
             self._raw, self._raw_error = {}, exc
         plugins_cfg = self._plugins_config()
         self.pm = new_plugin_manager()
+        if self.environ.get(TRACE_ENV, "") not in ("", "0"):
+            trace_hooks(self.pm, lambda line: print(line, file=sys.stderr, flush=True))
         self.plugins: list[PluginInfo] = load_plugins(
             self.pm,
             disabled=set(plugins_cfg.disabled) | set(_env_list(self.environ.get("PERSMEM_DISABLE_PLUGINS"))),
@@ -228,6 +239,15 @@ class Host:
                 self._plugin_failed(plugin, "register_tools failed", exc)
                 tools = {name: spec for name, spec in tools.items() if spec.plugin != plugin}
         return list(tools.values())
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, agent: str) -> Any:
+        """Call a tool as `agent` in this process, after `startup()`: for plugin authors' tests beside the real
+        server fixtures. Arguments are checked as over MCP (unknown or mistyped ones are refused), the agent
+        reaches the tool's CallContext (transport "in-process"), and any refusal raises UserError with the
+        text a client would read. Returns what the tool returns."""
+        from persmem_core.tools import call_in_process
+
+        return call_in_process(self, name, arguments or {}, agent)
 
     def collect_routes(self) -> list[RouteSpec]:
         routes: dict[str, RouteSpec] = {}

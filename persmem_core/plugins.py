@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ import pluggy
 from persmem_core import hookspecs
 
 ENTRY_POINT_GROUP = "persmem.plugins"
+TRACE_ENV = "PERSMEM_TRACE_HOOKS"  # set (to anything but "" or "0"): every hook call is written to stderr
 
 
 @dataclass
@@ -39,6 +41,31 @@ def new_plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     return pm
+
+
+def trace_hooks(pm: pluggy.PluginManager, write: Callable[[str], None]) -> None:
+    """Write one line per hook call from now on: the hook, the argument names (never their values: they may hold
+    a token), which plugins answered, and how long it took. The core's hooks (`call_each`) give a line per plugin;
+    the hooks plugins offer each other (`host.hook.X(...)`) a line per call."""
+    started: list[float] = []
+
+    def before(hook_name: str, impls: list, kwargs: dict) -> None:
+        started.append(time.perf_counter())
+
+    def after(outcome, hook_name: str, impls: list, kwargs: dict) -> None:
+        took = (time.perf_counter() - started.pop()) * 1000
+        who = ", ".join(impl.plugin_name for impl in reversed(impls)) or "no plugin"
+        failed = outcome.exception
+        write(f"persmem hook {hook_name}({', '.join(kwargs)}) <- {who}: "
+              + (f"failed: {_describe(failed)}" if failed else f"{_answers(outcome.get_result())}")
+              + f" ({took:.1f} ms)")
+
+    pm.add_hookcall_monitoring(before, after)
+    pm.persmem_trace = write  # read by call_each
+
+
+def _answers(result: Any) -> str:
+    return f"{len(result)} answer(s)" if isinstance(result, list) else "answered"
 
 
 def _describe(exc: BaseException) -> str:
@@ -129,12 +156,19 @@ def call_each(pm: pluggy.PluginManager, hook_name: str, only: set[str] | None = 
     wrappers are refused on them when a plugin loads (`_register`), so nothing pluggy would do is lost.
     Hooks that plugins add for each other (`add_hookspecs`) are called with plain pluggy: `host.hook.X()`."""
     caller = getattr(pm.hook, hook_name)
+    trace = getattr(pm, "persmem_trace", None)
     for impl in reversed(caller.get_hookimpls()):
         if only is not None and impl.plugin_name not in only:
             continue
         args = [kwargs[name] for name in impl.argnames]
         args = [a.factory(impl.plugin_name) if isinstance(a, PerPlugin) else a for a in args]
+        started = time.perf_counter()
         try:
-            yield impl.plugin_name, impl.function(*args), None
+            result, error = impl.function(*args), None
         except Exception as exc:  # noqa: BLE001 - reported by the caller, with the plugin's name
-            yield impl.plugin_name, None, exc
+            result, error = None, exc
+        if trace is not None:
+            trace(f"persmem hook {hook_name}({', '.join(impl.argnames)}) <- {impl.plugin_name}: "
+                  + (f"failed: {_describe(error)}" if error else "answered")
+                  + f" ({(time.perf_counter() - started) * 1000:.1f} ms)")
+        yield impl.plugin_name, result, error

@@ -197,6 +197,27 @@ def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimit
     return tool
 
 
+def call_in_process(host: Host, name: str, arguments: dict[str, Any], agent: str) -> Any:
+    """Call tool `name` of a started `host` as `agent`, without a server: the same argument checks, the same
+    caller injection, the same errors (as UserError, with the text an MCP client reads). For plugin authors'
+    tests (`host.call_tool`); a real client goes through `build_mcp_server`."""
+    specs = {spec.name: spec for spec in host.collect_tools()}
+    if name not in specs:
+        raise UserError(f"no tool {name!r} is registered; the tools: {', '.join(sorted(specs))}.")
+    if agent not in host.agents.names():
+        raise UserError(f"no agent {agent!r} in this home; add it first: persmem agent add {agent}.")
+    caller = CallContext(agent=agent, transport="in-process", host=host)
+    tool = build_tool(specs[name], lambda _context: caller, CallLimits())
+
+    async def call() -> Any:
+        return await tool.run(arguments, None)
+
+    try:
+        return anyio.run(call)
+    except ToolError as exc:
+        raise UserError(str(exc).removeprefix(f"Error executing tool {name}: ")) from None
+
+
 INSTRUCTIONS = (
     "persmem gives you long-term memory, a mailbox to talk with other named agents, and workspace tools. "
     "Your agent identity comes from your credentials, not from tool arguments; persmem_whoami shows it."
