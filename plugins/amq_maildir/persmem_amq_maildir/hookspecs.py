@@ -5,12 +5,35 @@ validation), and a choice of places to keep the mail: the Maildir root (maildir.
 backend another plugin returns from `amq_backend` (persmem-plugin-amq-nats keeps it in NATS JetStream).
 """
 
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
 from persmem_core.sdk import hookspec
 
 
+@runtime_checkable
+class MailBackend(Protocol):
+    """What `amq_backend` returns: the contract its docstring spells out, as types. An answering plugin does not
+    import this (plugins never import each other); it matches it member for member, and
+    tests/test_hook_contracts.py checks that the in-repo backends do."""
+
+    @property
+    def generation(self) -> int: ...
+    def mailboxes(self) -> list[str]: ...
+    def names(self, box: str, folder: Literal["new", "cur"]) -> list[str]: ...
+    def folder_of(self, box: str, name: str) -> Literal["new", "cur"] | None: ...
+    def fetch(self, box: str, names: list[str]) -> dict[str, bytes]: ...
+    def deliver(self, box: str, name: str, data: bytes) -> None: ...
+    def claim(self, box: str, name: str) -> bool: ...
+    def unread_count(self, box: str) -> int: ...
+    def describe(self) -> str: ...
+    def close(self) -> None: ...
+
+
 @hookspec(firstresult=True)
-def amq_backend(host):
-    """Return a mail backend to keep the mail in instead of the Maildir root, or None (then the Maildir root).
+def amq_backend(host) -> MailBackend | None:
+    """Return a mail backend (a `MailBackend`) to keep the mail in instead of the Maildir root, or None (then the Maildir root).
     Asked once for each store opened (the server's at startup, each `persmem amq` command and doctor its own);
     the store calls `close()` when it is done with it.
 

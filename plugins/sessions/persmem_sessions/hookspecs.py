@@ -8,23 +8,62 @@ A turn, as handed to `index_session_turns` and returned by `search_session_turns
      "project": str}
 """
 
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
 from persmem_core.sdk import hookspec
 
 
+class Turn(TypedDict):
+    """One turn of a session, as `index_session_turns` receives it and `search_session_turns` returns it (with a
+    "score" added)."""
+
+    session_id: str
+    client: Literal["claude", "codex"]
+    index: int
+    role: Literal["user", "assistant", "tool"]
+    text: str
+    time: str
+    cwd: str
+    project: str
+    score: NotRequired[float]
+
+
+class BriefingSection(TypedDict):
+    """One `briefing_sections` answer item."""
+
+    title: str
+    text: str
+    priority: int
+    memory_ids: list[str]
+
+
+class Recalled(TypedDict):
+    """One `recall_for_prompt` answer item."""
+
+    id: str
+    text: str
+    score: float
+    project: str
+    author: str
+    editor: NotRequired[str]
+
+
 @hookspec
-def index_session_turns(host, agent, turns):
+def index_session_turns(host, agent, turns: list[Turn]) -> int:
     """Make `turns` (of `agent`'s sessions) searchable. Idempotent: a turn (session_id, client, index) indexed
     twice is stored once. Return how many were new. Only `agent` may ever search them back."""
 
 
 @hookspec(firstresult=True)
-def search_session_turns(host, agent, query, project, session_id, top_k):
+def search_session_turns(host, agent, query, project, session_id, top_k) -> list[Turn] | None:
     """`agent`'s own session turns best matching `query` (optionally only in `project` / `session_id`, empty
     string = any): a list of turns (above) each with a "score", best first; None when nothing can search."""
 
 
 @hookspec
-def briefing_sections(host, agent, project, cwd, budget_chars):
+def briefing_sections(host, agent, project, cwd, budget_chars) -> list[BriefingSection]:
     """Sections for the briefing a session starts with: a list of {"title": str, "text": str, "priority": int
     (smaller comes first and is cut last), "memory_ids": [str]}; `budget_chars` is the whole briefing's size,
     so keep each section well under it. Text an agent stored goes in as one line per item made by
@@ -34,7 +73,7 @@ def briefing_sections(host, agent, project, cwd, budget_chars):
 
 
 @hookspec(firstresult=True)
-def recall_for_prompt(host, agent, project, prompt, exclude_ids, top_k):
+def recall_for_prompt(host, agent, project, prompt, exclude_ids, top_k) -> list[Recalled] | None:
     """Memories relevant to `prompt` above the answering plugin's score floor, none of `exclude_ids`:
     [{"id": str, "text": str, "score": float, "project": str, "author": str, "editor"?: str}] best first; "text"
     is the memory's words only, "author" who wrote it and "editor" who made its current version when that is

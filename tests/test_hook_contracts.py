@@ -1,0 +1,83 @@
+"""The hooks plugins offer each other have typed contracts, declared in the asking plugin's hookspecs.py, and the
+in-repo answers meet them: amq_nats's mail backend has every MailBackend member with its arguments, the default
+embedder is an Embedder, and the memory and mail plugins' answers to the sessions and chorus hooks have the
+TypedDicts' keys and types (checked with msgspec on real answers of a started host)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from persmem_amq_maildir.hookspecs import MailBackend
+from persmem_memory_hnsw.hookspecs import Embedder, InboxSummary
+from persmem_sessions.hookspecs import BriefingSection, Recalled, Turn
+
+
+def members(protocol) -> dict[str, object]:
+    return {name: value for name, value in vars(protocol).items()
+            if not name.startswith("_") and (callable(value) or isinstance(value, property))}
+
+
+def test_the_nats_backend_has_every_member_of_the_contract():
+    from persmem_amq_nats.jetstream import JetStreamMail
+
+    contract = members(MailBackend)
+    assert len(contract) == 10
+    for name, spec in contract.items():
+        mine = getattr(JetStreamMail, name, None)
+        assert mine is not None, f"JetStreamMail has no {name}"
+        if isinstance(spec, property):
+            assert isinstance(mine, property), f"{name} is a property in the contract"
+            continue
+        assert list(inspect.signature(mine).parameters) == list(inspect.signature(spec).parameters), name
+
+
+def test_the_default_embedder_is_an_embedder():
+    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+
+    cache = Path(os.environ.get("PERSMEM_CACHE_DIR", "/nonexistent")) / "models"
+    embedder = OnnxEmbedder(default_model_files(), cache=cache if cache.parent.is_dir() else None).load()
+    assert isinstance(embedder, Embedder)
+    assert embedder.embed_query("a test").shape == (embedder.dim,)
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    from persmem_core.sdk.testing import Host, clean_env
+
+    home = tmp_path_factory.mktemp("contracts")
+    started = Host(environ=clean_env(home, PERSMEM_DISABLE_PLUGINS="shell,git,searxng,dashboard"))
+    started.agents.add("kite")
+    started.agents.add("wren")
+    started.startup()
+    started.call_tool("memory_store", {"content": "The deploy script lives in ops/deploy.sh.", "project": "infra"},
+                      agent="kite")
+    started.call_tool("amq_send", {"from_agent": "", "to_agent": "kite", "subject": "hello", "body": "hi"},
+                      agent="wren")
+    yield started
+    started.shutdown()
+
+
+def test_briefing_sections_and_recall_answers_meet_their_types(host):
+    sections = [section for answer in host.hook.briefing_sections(host=host, agent="kite", project="infra", cwd="",
+                                                                   budget_chars=8000) for section in answer]
+    titles = {s["title"] for s in msgspec.convert(sections, list[BriefingSection])}
+    assert "Unread mail" in titles and len(titles) >= 2, titles
+    recalled = host.hook.recall_for_prompt(host=host, agent="kite", project="infra", prompt="where is the deploy script",
+                                           exclude_ids=[], top_k=3)
+    assert msgspec.convert(recalled, list[Recalled])[0]["author"] == "kite"
+
+
+def test_inbox_and_session_turns_meet_their_types(host):
+    inbox = [answer for answer in host.hook.inbox_summary(host=host, agent="kite") if answer]
+    assert msgspec.convert(inbox, list[InboxSummary])[0]["unread"] == 1
+    turn = {"session_id": "s1", "client": "claude", "index": 0, "role": "user", "text": "how do I deploy infra?",
+            "time": "2026-11-28T07:00:00Z", "cwd": "/src/infra", "project": "infra"}
+    assert host.hook.index_session_turns(host=host, agent="kite", turns=[msgspec.convert(turn, Turn)]) == [1]
+    found = host.hook.search_session_turns(host=host, agent="kite", query="deploy infra", project="", session_id="",
+                                           top_k=3)
+    assert msgspec.convert(found, list[Turn])[0]["session_id"] == "s1"
