@@ -163,8 +163,8 @@ async def bulk(server, texts: list[dict]) -> None:
 
 
 def run(quick: bool) -> dict:
-    from persmem_core.local_cluster import NatsCluster
-    from persmem_core.round_robin import RoundRobinProxy
+    from persmem_core.cluster.local_cluster import NatsCluster
+    from persmem_core.cluster.round_robin import RoundRobinProxy
     from persmem_core.testing import ClusterNodes, start_server
 
     n = 60 if quick else 300

@@ -51,8 +51,8 @@ def sealer_from(key_file: Path | None):
     """The Sealer of a raw 32-byte key file (encryption on), or None (plaintext)."""
     if key_file is None:
         return None
-    from persmem_core.keys import key_id
-    from persmem_core.sealing import Sealer
+    from persmem_core.crypto.keys import key_id
+    from persmem_core.crypto.sealing import Sealer
 
     key = key_file.read_bytes()
     return Sealer({key_id(key): key}, key_id(key), True)

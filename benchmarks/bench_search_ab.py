@@ -135,7 +135,7 @@ def serve_round(home: Path, path: str | None, token: str) -> dict:
 
 
 def main(base: str, size: int, rounds: int) -> None:
-    from persmem_core.agents import AgentStore
+    from persmem_core.auth.agents import AgentStore
 
     with base_worktree(base, "persmem-ab-") as (work, checkout):
         sides = {"before": pythonpath(checkout), "after": None}

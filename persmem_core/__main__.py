@@ -1,5 +1,5 @@
 """`python -m persmem_core` is the `persmem` command."""
 
-from persmem_core.cli import main
+from persmem_core.cli.main import main
 
 main()

@@ -11,10 +11,11 @@ import tempfile
 
 from persmem_core import __version__
 from persmem_core.context import CallContext
-from persmem_core.doctor import check_port, fail, pass_, warn
+from persmem_core.checks import fail, pass_, warn
+from persmem_core.doctor import check_port
 from persmem_core.errors import ConfigError, UserError
 from persmem_core.hookspecs import hookimpl
-from persmem_core.netaddr import is_loopback
+from persmem_core.net.addresses import is_loopback
 from persmem_core.settings import (ClusterConfig, EncryptionConfig, OAuthConfig, PluginsConfig, ServerConfig,
                                    WorkspaceConfig)
 
@@ -74,7 +75,7 @@ def doctor(host):
     checks.append(_check_oauth(host, server))
     checks.append(_check_encryption(host))
     if host.section("cluster").servers:  # who may reach the NATS cluster, and whether frames are sealed and bound
-        from persmem_core.nats_link import doctor_checks
+        from persmem_core.cluster.nats_link import doctor_checks
 
         checks += doctor_checks(host.section("cluster"), host.section("encryption").enabled)
     return checks
@@ -110,8 +111,8 @@ def _check_auth(host, server):
 def _check_encryption(host):
     """Whether new writes are sealed, under which key from where, that its file is private, that every key the data
     needs is on hand and (with no server running) that no file still holds plaintext."""
-    from persmem_core import keys
-    from persmem_core.commands.key import count_unsealed
+    from persmem_core.crypto import keys
+    from persmem_core.cli.commands.key import count_unsealed
 
     config = host.section("encryption")
     try:
@@ -143,7 +144,7 @@ def _check_encryption(host):
 
 def _check_oauth(host, server):
     """Whether remote clients (claude.ai connectors) can sign in with OAuth, and if not, the line that says why."""
-    from persmem_core.server import oauth_state
+    from persmem_core.transport.server import oauth_state
 
     issuer, line = oauth_state(host, server.host, server.port)
     detail = line.removeprefix("oauth: ")

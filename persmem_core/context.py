@@ -19,20 +19,6 @@ class CallContext:
     here, never from a tool argument."""
 
     agent: str
-    transport: Literal["stdio", "http", "in-process"]  # in-process: Host.call_tool, in a plugin's tests
+    transport: Literal["stdio", "http", "in-process"]  # in-process: sdk.testing.call_tool, in tests
     host: Host
     session_id: str | None = None
-
-
-AGENT_SCOPE_KEY = "persmem.agent"  # set by the HTTP auth middleware on every authenticated request
-TRANSPORT_SCOPE_KEY = "persmem.transport"  # "stdio" for calls a stdio session forwards over the local socket
-
-
-def agent_of_scope(scope) -> str | None:
-    """The authenticated agent of an ASGI request (routes mounted with auth="agent" always have one)."""
-    return scope.get(AGENT_SCOPE_KEY)
-
-
-def transport_of_scope(scope) -> str:
-    """How the caller reached the server: "stdio" (through the owner's local socket) or "http"."""
-    return scope.get(TRANSPORT_SCOPE_KEY, "http")

@@ -1,41 +1,15 @@
-"""Health checks: the `Check` type plugins return, and the runner behind `persmem doctor`."""
+"""The runner behind `persmem doctor` (every plugin's checks, persmem_core/checks.py) and the core's port check."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from persmem_core.netaddr import port_is_free
+from persmem_core.checks import Check, fail, pass_, warn
+from persmem_core.net.addresses import port_is_free
 from persmem_core.plugins import call_each
 
 if TYPE_CHECKING:
     from persmem_core.host import Host
-
-Status = Literal["PASS", "WARN", "FAIL"]
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of `persmem doctor`: what was checked, how it went, and what to do about it."""
-
-    name: str
-    status: Status
-    detail: str = ""
-
-    def line(self) -> str:
-        return f"{self.status}  {self.name}" + (f": {self.detail}" if self.detail else "")
-
-
-def pass_(name: str, detail: str = "") -> Check:
-    return Check(name, "PASS", detail)
-
-
-def warn(name: str, detail: str = "") -> Check:
-    return Check(name, "WARN", detail)
-
-
-def fail(name: str, detail: str = "") -> Check:
-    return Check(name, "FAIL", detail)
 
 
 def check_port(host: Host, bind_host: str, port: int) -> Check:

@@ -63,7 +63,7 @@ def shutdown(host):
 
 @hookspec
 def doctor(host):
-    """Return health checks for `persmem doctor`: a list of `persmem_core.doctor.Check`."""
+    """Return health checks for `persmem doctor`: a list of `persmem_core.checks.Check` (`pass_`, `warn`, `fail` in the SDK)."""
 
 
 @hookspec
@@ -83,4 +83,4 @@ def reseal(host, sealer, progress, dry_run):
     plaintext when encryption is off), each file ATOMICALLY (new file, fsync, rename; or your log's own atomic
     rewrite), so a kill -9 at any moment leaves every file readable with the keys on hand. Call
     `progress(what, done, total)` as you go. With `dry_run`, write nothing and count. Return a
-    `persmem_core.sealing.ResealReport`. `persmem key migrate|rotate` call this with no server running."""
+    `persmem_core.crypto.sealing.ResealReport`. `persmem key migrate|rotate` call this with no server running."""

@@ -1,7 +1,7 @@
 """The host: plugins, config, data folders and agents, without any server.
 
 Building a Host is cheap (no MCP, no web framework); the CLI builds one for
-every command. Serving is in `persmem_core.server`.
+every command. Serving is in `persmem_core.transport.server`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from persmem_core import config as config_mod
-from persmem_core import keys, paths
-from persmem_core.agents import AgentStore
-from persmem_core.auth_failures import AuthFailures
+from persmem_core import paths
+from persmem_core.crypto import keys
+from persmem_core.auth.agents import AgentStore
+from persmem_core.auth.failures import AuthFailures
 from persmem_core.errors import ConfigError, PluginConflictError, UserError
-from persmem_core.oauth.store import OAuthStore
-from persmem_core.sealing import Sealer
+from persmem_core.auth.oauth.store import OAuthStore
+from persmem_core.crypto.sealing import Sealer
 from persmem_core.plugins import (
     TRACE_ENV,
     PerPlugin,
@@ -152,20 +153,20 @@ class Host:
     # -- data ---------------------------------------------------------
     @functools.cached_property
     def sealer(self) -> Sealer:
-        """What plugins seal their data at rest with (persmem_core/sealing.py), under the home's key
-        (persmem_core/keys.py; a new home with [encryption] enabled gets one here). Raises SealingError, having
+        """What plugins seal their data at rest with (persmem_core/crypto/sealing.py), under the home's key
+        (persmem_core/crypto/keys.py; a new home with [encryption] enabled gets one here). Raises SealingError, having
         written nothing, when the key the home's data needs is missing or another key is loaded."""
         return keys.load_sealer(self.home, self.section("encryption"), self.environ, create=True)
 
     @functools.cached_property
     def cluster(self):
-        """The process's connection to the NATS JetStream cluster of [cluster] servers (persmem_core/nats_link.py),
+        """The process's connection to the NATS JetStream cluster of [cluster] servers (persmem_core/cluster/nats_link.py),
         connected on first use; None when [cluster] servers is empty (one box). Raises UserError, naming the
         servers, when the cluster does not answer within [cluster] connect_timeout_seconds."""
         config = self.section("cluster")
         if not config.servers:
             return None
-        from persmem_core.nats_link import NatsLink
+        from persmem_core.cluster.nats_link import NatsLink
 
         return NatsLink(config).connect()
 
@@ -211,7 +212,7 @@ class Host:
         never visible to a command a tool runs, even when a workspace root contains them. The owner's local socket
         too, where a long home path puts it outside the home: whoever reaches it may speak as any agent. And the
         PERSMEM_CACHE_DIR, whose files are loaded (a model): a command that wrote there would choose them."""
-        from persmem_core.ownership import socket_path
+        from persmem_core.transport.ownership import socket_path
 
         paths = [Path(os.path.realpath(self.home)), Path(os.path.realpath(self.config_path))]
         local_socket = Path(os.path.realpath(socket_path(self.home)))
@@ -239,15 +240,6 @@ class Host:
                 self._plugin_failed(plugin, "register_tools failed", exc)
                 tools = {name: spec for name, spec in tools.items() if spec.plugin != plugin}
         return list(tools.values())
-
-    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, agent: str) -> Any:
-        """Call a tool as `agent` in this process, after `startup()`: for plugin authors' tests beside the real
-        server fixtures. Arguments are checked as over MCP (unknown or mistyped ones are refused), the agent
-        reaches the tool's CallContext (transport "in-process"), and any refusal raises UserError with the
-        text a client would read. Returns what the tool returns."""
-        from persmem_core.tools import call_in_process
-
-        return call_in_process(self, name, arguments or {}, agent)
 
     def collect_routes(self) -> list[RouteSpec]:
         routes: dict[str, RouteSpec] = {}

@@ -12,7 +12,7 @@ plugin's tests import the helpers below from `persmem_core.sdk.testing`). Each f
 - `persmem_stdio(agent=None, config=None, env=None)` -> an async context manager: an MCP client connected to
   `persmem serve --transport stdio` in a subprocess (the agent is registered first if new).
 - `nats_cluster`: a started three-node NATS JetStream cluster of real nats-server processes in tmp_path
-  (persmem_core/local_cluster.py: `.client_settings(name)`, `.connect_options()`, `.kill(i)`, `.restart(i)`), closed
+  (persmem_core/cluster/local_cluster.py: `.client_settings(name)`, `.connect_options()`, `.kill(i)`, `.restart(i)`), closed
   (an nkey per client, as `persmem cluster up` makes it), stopped after the test.
 - `cluster_nodes(config=None, env=None, agents=("kite", "wren"))` -> ClusterNodes: persmem nodes on that cluster.
 - `chromium_browser()`, `browser_page(browser)`, `dashboard_login(page, server, agent)`: the dashboard in a real
@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 import tomli_w
 
-from persmem_core.agents import AgentStore
-from persmem_core.netaddr import free_port  # noqa: F401 - tests import it from here
+from persmem_core.auth.agents import AgentStore
+from persmem_core.net.addresses import free_port  # noqa: F401 - tests import it from here
 
 
 # A crash as the server words it (tools.py) or a Python traceback: whole shapes, with the log reference, so a
@@ -380,11 +380,11 @@ def cluster_nodes(tmp_path, nats_cluster) -> Iterator[Any]:
 
 @pytest.fixture
 def nats_cluster(tmp_path) -> Iterator[Any]:
-    """A started three-node NATS JetStream cluster (persmem_core.local_cluster.NatsCluster) under tmp_path/nats, closed
+    """A started three-node NATS JetStream cluster (persmem_core.cluster.local_cluster.NatsCluster) under tmp_path/nats, closed
     as `persmem cluster up` makes it (an nkey per client): `.client_settings(name)` for a node's [cluster] section,
     `.connect_options()` for nats.connect (as its administrator), `.kill(i)` / `.restart(i)` for failures; always
     stopped after the test."""
-    from persmem_core.local_cluster import NatsCluster
+    from persmem_core.cluster.local_cluster import NatsCluster
 
     cluster = NatsCluster(tmp_path / "nats", size=3)
     try:

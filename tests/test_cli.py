@@ -3,7 +3,7 @@
 import json
 import socket
 
-from persmem_core.agents import AgentStore
+from persmem_core.auth.agents import AgentStore
 
 
 def test_version_and_help(run_cli, persmem_env):

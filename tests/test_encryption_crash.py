@@ -21,7 +21,7 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.ownership import socket_path
+from persmem_core.transport.ownership import socket_path
 from persmem_core.testing import clean_env, persmem_command, start_server, tool_result, write_config
 
 MEMORIES = 300

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from persmem_core import keys
-from persmem_core.sealing import Sealer, SealingError, is_sealed
+from persmem_core.crypto import keys
+from persmem_core.crypto.sealing import Sealer, SealingError, is_sealed
 from persmem_core.settings import EncryptionConfig
 from persmem_core.testing import clean_env, persmem_command
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from persmem_core.ownership import socket_path
+from persmem_core.transport.ownership import socket_path
 from persmem_core.testing import persmem_command, start_server, write_config
 
 OPEN_TO_OTHERS = 0o077

@@ -47,16 +47,16 @@ def test_the_default_embedder_is_an_embedder():
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    from persmem_core.sdk.testing import Host, clean_env
+    from persmem_core.sdk.testing import Host, call_tool, clean_env
 
     home = tmp_path_factory.mktemp("contracts")
     started = Host(environ=clean_env(home, PERSMEM_DISABLE_PLUGINS="shell,git,searxng,dashboard"))
     started.agents.add("kite")
     started.agents.add("wren")
     started.startup()
-    started.call_tool("memory_store", {"content": "The deploy script lives in ops/deploy.sh.", "project": "infra"},
+    call_tool(started, "memory_store", {"content": "The deploy script lives in ops/deploy.sh.", "project": "infra"},
                       agent="kite")
-    started.call_tool("amq_send", {"from_agent": "", "to_agent": "kite", "subject": "hello", "body": "hi"},
+    call_tool(started, "amq_send", {"from_agent": "", "to_agent": "kite", "subject": "hello", "body": "hi"},
                       agent="wren")
     yield started
     started.shutdown()

@@ -1,4 +1,4 @@
-"""Host.call_tool: a plugin author's test calls a tool in-process, as an agent, with the checks and errors a real
+"""call_tool(host, ...): a plugin author's test calls a tool in-process, as an agent, with the checks and errors a real
 client gets; and PERSMEM_TRACE_HOOKS writes every hook call (names, never values) to stderr."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from persmem_core.sdk import UserError
-from persmem_core.sdk.testing import persmem_command
+from persmem_core.sdk.testing import call_tool, persmem_command
 
 NO_HEAVY = "memory_hnsw,amq_maildir,git,searxng,dashboard,sessions"
 
@@ -23,21 +23,21 @@ def host(persmem_host):
 
 
 def test_a_tool_answers_its_caller(host):
-    assert host.call_tool("persmem_whoami", agent="kite")["agent"] == "kite"
-    written = host.call_tool("file_write", {"path": "notes/a.txt", "content": "hello\n"}, agent="kite")
+    assert call_tool(host, "persmem_whoami", agent="kite")["agent"] == "kite"
+    written = call_tool(host, "file_write", {"path": "notes/a.txt", "content": "hello\n"}, agent="kite")
     assert written["status"] == "written" and written["bytes"] == 6 and written["created"] is True
-    assert host.call_tool("file_read", {"path": "notes/a.txt"}, agent="kite")["content"] == "hello\n"
+    assert call_tool(host, "file_read", {"path": "notes/a.txt"}, agent="kite")["content"] == "hello\n"
 
 
 def test_refusals_read_as_a_client_reads_them(host):
     with pytest.raises(UserError, match=r"unknown argument.*'pathh'.*did you mean 'path'"):
-        host.call_tool("file_read", {"pathh": "x"}, agent="kite")
+        call_tool(host, "file_read", {"pathh": "x"}, agent="kite")
     with pytest.raises(UserError, match="outside the workspace"):
-        host.call_tool("file_read", {"path": "/etc/passwd"}, agent="kite")
+        call_tool(host, "file_read", {"path": "/etc/passwd"}, agent="kite")
     with pytest.raises(UserError, match="no tool 'memory_search' is registered"):
-        host.call_tool("memory_search", {"query": "x"}, agent="kite")
+        call_tool(host, "memory_search", {"query": "x"}, agent="kite")
     with pytest.raises(UserError, match="no agent 'wren' in this home"):
-        host.call_tool("persmem_whoami", agent="wren")
+        call_tool(host, "persmem_whoami", agent="wren")
 
 
 def test_trace_hooks_names_each_call_and_no_value(persmem_env):

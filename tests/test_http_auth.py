@@ -9,7 +9,7 @@ import subprocess
 import anyio
 import httpx2
 
-from persmem_core.agents import AgentStore
+from persmem_core.auth.agents import AgentStore
 from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE as INIT, persmem_command, tool_result
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from persmem_core.agents import AgentStore
+from persmem_core.auth.agents import AgentStore
 from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE as INIT
 
 # The memory plugin's model load is the slow part of a start, and nothing here needs it.
@@ -183,7 +183,7 @@ def test_uvicorns_h11_parser_gets_the_same_deadlines():
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    from persmem_core.http_deadlines import with_read_deadlines
+    from persmem_core.transport.http_deadlines import with_read_deadlines
     from persmem_core.testing import free_port
 
     async def app(scope, receive, send):
@@ -357,7 +357,7 @@ def test_a_request_without_credentials_is_not_counted_as_a_guess(server):
 
 
 def test_the_failure_memory_is_bounded_and_forgets():
-    from persmem_core.auth_failures import AuthFailures
+    from persmem_core.auth.failures import AuthFailures
 
     now = [0.0]
     throttle = AuthFailures(clock=lambda: now[0])

@@ -1,5 +1,5 @@
 """The parts that start things for scale-out tests and trials, for real: a three-node NATS JetStream cluster
-(persmem_core/local_cluster.py), a haproxy round robin (persmem_core/round_robin.py) and `persmem cluster`."""
+(persmem_core/cluster/local_cluster.py), a haproxy round robin (persmem_core/cluster/round_robin.py) and `persmem cluster`."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_three_nodes_keep_an_r3_stream_writable_with_one_down(nats_cluster):
 
 
 def test_the_binary_is_found_and_a_missing_one_is_named(monkeypatch):
-    from persmem_core import local_cluster
+    from persmem_core.cluster import local_cluster
     from persmem_core.errors import UserError
 
     assert local_cluster.binary().endswith("nats-server")
@@ -148,7 +148,7 @@ def named_nodes():
 
 
 def test_the_round_robin_alternates_and_skips_a_dead_node(named_nodes, tmp_path):
-    from persmem_core.round_robin import RoundRobinProxy
+    from persmem_core.cluster.round_robin import RoundRobinProxy
 
     port_a, _ = named_nodes("a")
     port_b, node_b = named_nodes("b")
@@ -169,7 +169,7 @@ def test_the_round_robin_alternates_and_skips_a_dead_node(named_nodes, tmp_path)
 
 
 def test_a_missing_haproxy_is_named(monkeypatch, tmp_path):
-    from persmem_core import round_robin
+    from persmem_core.cluster import round_robin
     from persmem_core.errors import UserError
 
     monkeypatch.setattr(round_robin, "HAPROXY", "/nonexistent/haproxy")
@@ -251,8 +251,8 @@ def test_cluster_user_makes_a_private_seed_that_a_closed_cluster_lets_in(tmp_pat
     servers' users entry (its public key with persmem's permissions only); a node with that seed gets in."""
     import json
 
-    from persmem_core.local_cluster import NatsCluster, nkey_public, node_permissions
-    from persmem_core.nats_link import NatsLink
+    from persmem_core.cluster.local_cluster import NatsCluster, nkey_public, node_permissions
+    from persmem_core.cluster.nats_link import NatsLink
     from persmem_core.settings import ClusterConfig
 
     root, env = tmp_path / "nats", clean_env(tmp_path / "home")

@@ -21,9 +21,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx2
 import pytest
 
-from persmem_core.agents import AgentStore
-from persmem_core.oauth.records import ClientRecord
-from persmem_core.oauth.store import OAuthStore
+from persmem_core.auth.agents import AgentStore
+from persmem_core.auth.oauth.records import ClientRecord
+from persmem_core.auth.oauth.store import OAuthStore
 from persmem_core.settings import OAuthConfig
 from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, free_port, persmem_command, start_server
 from persmem_core.testing import write_config

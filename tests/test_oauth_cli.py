@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from persmem_core.agents import AgentStore
-from persmem_core.oauth.records import ClientRecord
-from persmem_core.oauth.store import OAuthStore
+from persmem_core.auth.agents import AgentStore
+from persmem_core.auth.oauth.records import ClientRecord
+from persmem_core.auth.oauth.store import OAuthStore
 from persmem_core.settings import OAuthConfig
 from persmem_core.testing import clean_env, persmem_command
 

@@ -1,4 +1,4 @@
-"""The OAuth store (persmem_core/oauth/store.py) on a real home folder: secrets only hashed, codes single use
+"""The OAuth store (persmem_core/auth/oauth/store.py) on a real home folder: secrets only hashed, codes single use
 even when two exchanges race, refresh rotation with replay detection, tokens bound to the agent's identity and
 to this server's resource, expiry, revocation, the operator's credential, and two store instances (the server
 and the CLI) seeing each other's changes. Pure Python: the endpoints that call this are tested elsewhere."""
@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from persmem_core.agents import AgentStore
+from persmem_core.auth.agents import AgentStore
 from persmem_core.errors import UserError
-from persmem_core.oauth.records import ClientRecord
-from persmem_core.oauth.store import GrantError, OAuthStore
+from persmem_core.auth.oauth.records import ClientRecord
+from persmem_core.auth.oauth.store import GrantError, OAuthStore
 from persmem_core.settings import OAuthConfig
 
 RESOURCE = "https://memory.example.org/mcp"

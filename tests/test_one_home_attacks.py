@@ -25,10 +25,10 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from persmem_core import bubblewrap
-from persmem_core.agents import AgentStore
-from persmem_core.commands.backup import MANIFEST, list_files
-from persmem_core.ownership import OwnerLock, socket_path
+from persmem_core.sandbox import bubblewrap
+from persmem_core.auth.agents import AgentStore
+from persmem_core.cli.commands.backup import MANIFEST, list_files
+from persmem_core.transport.ownership import OwnerLock, socket_path
 from persmem_core.testing import (
     MCP_INITIALIZE, RunningServer, ToolCallError, clean_env, free_port, persmem_command, start_server, write_config,
 )

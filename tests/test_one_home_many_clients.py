@@ -18,8 +18,8 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.agents import AgentStore
-from persmem_core.ownership import socket_path
+from persmem_core.auth.agents import AgentStore
+from persmem_core.transport.ownership import socket_path
 from persmem_core.testing import RunningServer, free_port, persmem_command, tool_result
 
 AGENTS = ["kite", "wren", "owl"]

@@ -91,7 +91,7 @@ def test_help_works_with_a_broken_plugin_and_a_broken_config(run_cli, sample_env
 def test_heavy_libraries_are_not_imported_by_the_cli():
     code = (
         "import sys; from persmem_core.host import Host; h = Host(); h.sections; "
-        "import persmem_core.cli; "
+        "import persmem_core.cli.main; "
         "heavy = [m for m in ('mcp', 'starlette', 'uvicorn', 'pydantic', 'litestar', 'onnxruntime', 'hnswlib') "
         "if m in sys.modules]; print(heavy)"
     )

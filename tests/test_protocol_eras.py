@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.subscriptions import SubscriptionLost
 from mcp.client.streamable_http import streamable_http_client
 
-from persmem_core.agents import AgentStore
+from persmem_core.auth.agents import AgentStore
 from persmem_core.testing import assert_clear_outcome, clean_env, persmem_command, start_server, tool_result
 
 MODERN = "2026-07-28"

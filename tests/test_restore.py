@@ -16,7 +16,7 @@ import subprocess
 import httpx2
 import pytest
 
-from persmem_core.commands.backup import list_files
+from persmem_core.cli.commands.backup import list_files
 from persmem_core.testing import (
     MCP_HEADERS, MCP_INITIALIZE, clean_env, persmem_command, start_server, write_config,
 )

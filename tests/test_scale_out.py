@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from persmem_core.round_robin import RoundRobinProxy
+from persmem_core.cluster.round_robin import RoundRobinProxy
 from persmem_core.testing import RunningServer, ToolCallError, persmem_command
 
 pytestmark = pytest.mark.timeout(600)

@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.agents import AgentStore
+from persmem_core.auth.agents import AgentStore
 from persmem_core.testing import RunningServer, clean_env, free_port, tool_result, write_config
 
 VENV_BIN = Path(sys.executable).parent

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 
-from persmem_core.agents import AgentStore
+from persmem_core.auth.agents import AgentStore
 from persmem_core.testing import persmem_command, start_server, tool_result
 
 

@@ -135,7 +135,7 @@ def test_a_call_without_an_agent_is_refused_never_the_default_agent(persmem_host
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from persmem_core.tools import CallerResolver
+    from persmem_core.transport.tools import CallerResolver
 
     host = persmem_host()
     with pytest.raises(ToolError, match="unauthenticated request"):

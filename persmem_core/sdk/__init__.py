@@ -11,7 +11,7 @@ Importing this module costs nothing: each name loads its core module on first us
 imports `get_host` inside a CLI command, or `NatsLink` inside `startup`, pays for them only there. Import heavy
 names (`NatsLink`, `Resolver`, `stopping_server`) inside the functions that use them, as you would the libraries.
 
-The groups (name: the core module that holds it today):
+The groups (the core room that holds each today is in `_group` below):
 - hooks and registration: `hookimpl`, `hookspec` (declare hooks other plugins answer), `CallContext`,
   `agent_of_scope`, `ConfigSection`, `UserError`, `PluginConflictError`, `NotReady`, `PerPlugin`, `call_each`,
   `get_host` (the Host of a CLI command)
@@ -45,30 +45,32 @@ def _group(module: str, *names: str) -> None:
 
 
 _group("hookspecs", "hookimpl", "hookspec")
-_group("context", "CallContext", "agent_of_scope")
+_group("context", "CallContext")
+_group("auth.scope", "agent_of_scope")
 _group("settings", "ConfigSection")
 _group("errors", "UserError", "PluginConflictError")
 _group("state", "NotReady")
 _group("plugins", "PerPlugin", "call_each")
-_group("cli", "get_host")
-_group("doctor", "pass_", "warn", "fail", "run_doctor")
-_group("agents", "AgentStore", "NAME_RE")
+_group("cli.main", "get_host")
+_group("checks", "pass_", "warn", "fail")
+_group("doctor", "run_doctor")
+_group("auth.agents", "AgentStore", "NAME_RE")
 _group("fileio", "atomic_write_bytes", "atomic_write_at", "create_private", "open_private", "fsync_dir",
        "sha256_file", "write_all")
-_group("sealing", "Sealer", "SealingError", "KeyNotOnHand", "ResealReport", "is_sealed", "sealed_key_id",
+_group("crypto.sealing", "Sealer", "SealingError", "KeyNotOnHand", "ResealReport", "is_sealed", "sealed_key_id",
        "missing_key_message", "scratch_file", "SEALED_MAGIC", "HEADER_BYTES")
 _group("text", "prompt_line", "printable", "valid_text", "control_characters")
-_group("children", "run_capped", "Finished", "SAFE_PATH")
-_group("workspace_lock", "WORKSPACE")
-_group("netguard", "Guard", "Target", "networks_from", "refusal")
-_group("resolver", "Resolver", "MAX_HUNG_LOOKUPS")
-_group("nats_link", "NatsLink", "StreamBinding", "ClusterRefused", "FrameRefused", "bound_purpose",
+_group("sandbox.children", "run_capped", "Finished", "SAFE_PATH")
+_group("sandbox.workspace_lock", "WORKSPACE")
+_group("net.guard", "Guard", "Target", "networks_from", "refusal")
+_group("net.resolver", "Resolver", "MAX_HUNG_LOOKUPS")
+_group("cluster.nats_link", "NatsLink", "StreamBinding", "ClusterRefused", "FrameRefused", "bound_purpose",
        "stream_problems")
-_group("ownership", "socket_path")
-_group("local_server", "OwnerCard", "served_agent")
-_group("takeover", "owner_card", "holding_home")
-_group("server", "stopping_server")
-_NAMES["bubblewrap"] = ("persmem_core.bubblewrap", None)
+_group("transport.ownership", "socket_path")
+_group("transport.local_server", "OwnerCard", "served_agent")
+_group("transport.takeover", "owner_card", "holding_home")
+_group("transport.server", "stopping_server")
+_NAMES["bubblewrap"] = ("persmem_core.sandbox.bubblewrap", None)
 
 __all__ = sorted(_NAMES)
 

@@ -46,7 +46,7 @@ def register_tools(register):
 
 @hookimpl
 def doctor(host):
-    from persmem_core.doctor import pass_
+    from persmem_core.sdk import pass_
 
     return [pass_("echo plugin", f"prefix {host.section('echo').prefix!r}")]
 

@@ -1,4 +1,4 @@
-"""web_fetch: a guarded download (netguard.py) under one deadline, then readable text.
+"""web_fetch: a guarded download (net/guard.py) under one deadline, then readable text.
 
 The [searxng] timeout bounds the whole download: name lookups, connecting, every redirect hop, the headers
 and the body all run inside one cancel scope, so a server that drips a byte at a time is cut off at the

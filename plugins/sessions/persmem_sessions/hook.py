@@ -29,7 +29,7 @@ the timeout `persmem hooks install` gives the client. A client must never wait o
 memory. With PERSMEM_HOOK_DEBUG=1 it writes one short line to stderr saying what happened (never a secret).
 
 Started on every prompt, so it imports only the standard library: `persmem_core` costs about 20 ms more per
-start (msgspec, pluggy), so the socket's path is computed here as `persmem_core.ownership.socket_path` does
+start (msgspec, pluggy), so the socket's path is computed here as `persmem_core.transport.ownership.socket_path` does
 (tests/test_hooks_client.py checks the two agree).
 """
 
@@ -63,7 +63,7 @@ AGENT_HEADER = "X-Persmem-Agent"
 TOKEN_ENV = "PERSMEM_TOKEN"
 DEBUG_ENV = "PERSMEM_HOOK_DEBUG"
 
-# as in persmem_core.ownership (copied, see the module docstring)
+# as in persmem_core.transport.ownership (copied, see the module docstring)
 SOCKET_NAME = "persmem.sock"
 MAX_SOCKET_PATH = 100
 
@@ -86,7 +86,7 @@ def home_dir(environ) -> str:
 
 
 def socket_path(home: str, environ=os.environ) -> str:
-    """Where the owner of `home` listens: persmem_core.ownership.socket_path, without creating anything."""
+    """Where the owner of `home` listens: persmem_core.transport.ownership.socket_path, without creating anything."""
     home = os.path.abspath(home)
     path = os.path.join(home, SOCKET_NAME)
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:

@@ -1,0 +1,12 @@
+"""How requests reach the host's tools: MCP over Streamable HTTP and over stdio, the owner's local socket.
+
+- `server.py`          serving the tools over MCP Streamable HTTP: the ASGI app, its middleware, uvicorn
+- `tools.py`           plugin functions as MCP tools (caller injection, argument checks, clear errors, limits)
+- `stdio_bridge.py`    `persmem serve --transport stdio`: one client's stdio session, served by the home's owner
+- `local_server.py`    the owner's side of the local socket: MCP for local clients, and the owner's card
+- `ownership.py`       which process owns a home, and where the others reach it
+- `takeover.py`        a server taking a home: at once when nobody owns it, else from the one that does
+- `http_deadlines.py`  read deadlines for HTTP requests (slowloris)
+- `http_headers.py`    security headers on every response
+- `http_limits.py`     the request body limit, answered so that an MCP client shows why
+"""
