@@ -11,6 +11,8 @@ Importing this module costs nothing: each name loads its core module on first us
 imports `get_host` inside a CLI command, or `NatsLink` inside `startup`, pays for them only there. Import heavy
 names (`NatsLink`, `Resolver`, `stopping_server`) inside the functions that use them, as you would the libraries.
 
+- `testing.py`  what a plugin's tests may import besides this module: real servers, hosts, clusters, browsers
+
 The groups (the core room that holds each today is in `_group` below):
 - hooks and registration: `hookimpl`, `hookspec` (declare hooks other plugins answer), `CallContext`,
   `agent_of_scope`, `ConfigSection`, `UserError`, `PluginConflictError`, `NotReady`, `PerPlugin`, `call_each`,

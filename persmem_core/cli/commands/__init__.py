@@ -1,5 +1,19 @@
 """Built-in `persmem` subcommands, one module each, and `get_host`, which every command (the plugins' too,
-through `persmem_core.cli.main.get_host`) uses to reach the Host the `persmem` process built at start."""
+through `persmem_core.cli.main.get_host`) uses to reach the Host the `persmem` process built at start.
+
+- `serve.py`       `persmem serve`: run the MCP server
+- `agent.py`       `persmem agent add|token|secret-path|list|revoke`: named agents and their credentials
+- `connect.py`     `persmem connect AGENT`: ready-to-paste client setup
+- `config.py`      `persmem config show|check|schema|reference|path`
+- `doctor.py`      `persmem doctor`: one line per check; exit 1 on any FAIL
+- `plugins.py`     `persmem plugins`: what is installed, what loaded, and why not
+- `plugin_new.py`  `persmem plugin new NAME`: scaffold a working plugin distribution
+- `key.py`         `persmem key status|export|import|rotate|migrate`: the key that seals the data at rest
+- `oauth.py`       `persmem oauth clients|revoke|password|approve-code`: remote clients signed in with OAuth
+- `backup.py`      `persmem backup DEST`: the home, every plugin's data, consistently
+- `restore.py`     `persmem restore SRC`: a backup put back into a fresh home
+- `cluster.py`     `persmem cluster up|status|user`: a local NATS cluster for trials, the configured one's state
+"""
 
 from __future__ import annotations
 
