@@ -114,11 +114,11 @@ def subject_terms_function():
     """supersession.subject_terms when it exists (what the server uses), else the BM25 analyzer's terms (stop words
     out, stemmed)."""
     try:
-        from persmem_memory_hnsw.supersession import subject_terms
+        from persmem_memory_hnsw.lifecycle.supersession import subject_terms
 
         return subject_terms, "supersession.subject_terms"
     except ImportError:
-        from persmem_memory_hnsw.lexical import Analyzer
+        from persmem_memory_hnsw.search.lexical import Analyzer
 
         analyzer = Analyzer()
         return (lambda text: set(analyzer.terms(text))), "lexical.Analyzer.terms"
@@ -126,7 +126,7 @@ def subject_terms_function():
 
 def make_embedder():
     """The embedder the server loads by default (MiniLM int8), its re-quantized model cached across runs."""
-    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
     cache = Path(tempfile.gettempdir()) / "persmem-bench-models"
     return OnnxEmbedder(default_model_files(), cache=cache).load()
@@ -134,7 +134,7 @@ def make_embedder():
 
 def family_margin() -> float:
     try:
-        from persmem_memory_hnsw.lifecycle import FAMILY_MARGIN
+        from persmem_memory_hnsw.lifecycle.weighing import FAMILY_MARGIN
 
         return FAMILY_MARGIN
     except ImportError:
@@ -420,7 +420,7 @@ def consolidation(sizes: list[int]) -> list[dict]:
     from persmem_memory_hnsw.service import open_service
 
     try:
-        from persmem_memory_hnsw.consolidate import consolidate
+        from persmem_memory_hnsw.lifecycle.consolidate import consolidate
     except ImportError:
         print("(consolidate.py is not there yet: no consolidation timing)")
         return []

@@ -28,7 +28,7 @@ def build(folder: Path, n: int) -> None:
 
     from persmem_memory_hnsw.collection import Collection, NewMemory
     from persmem_memory_hnsw.config import MemoryConfig
-    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
     texts, _ = corpus(n)
     col = Collection("memories", folder, OnnxEmbedder(default_model_files()).load(), MemoryConfig()).open()
@@ -63,11 +63,11 @@ def child(mode: str, folder: Path, key_file: Path | None = None) -> dict:
     import persmem_memory_hnsw.collection as collection_module
     from persmem_memory_hnsw.collection import Collection
     from persmem_memory_hnsw.config import MemoryConfig
-    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
-    from persmem_memory_hnsw.lexical import BM25Index
-    from persmem_memory_hnsw.log import read_frames
-    from persmem_memory_hnsw.query import Filters
-    from persmem_memory_hnsw.vectors import VectorIndex
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
+    from persmem_memory_hnsw.search.lexical import BM25Index
+    from persmem_memory_hnsw.store.log import read_frames
+    from persmem_memory_hnsw.search.query import Filters
+    from persmem_memory_hnsw.search.vectors import VectorIndex
 
     spent: dict[str, float] = {}
 

@@ -37,7 +37,7 @@ def test_the_nats_backend_has_every_member_of_the_contract():
 
 
 def test_the_default_embedder_is_an_embedder():
-    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
     cache = Path(os.environ.get("PERSMEM_CACHE_DIR", "/nonexistent")) / "models"
     embedder = OnnxEmbedder(default_model_files(), cache=cache if cache.parent.is_dir() else None).load()

@@ -31,7 +31,6 @@ def test_the_module_map_lists_every_module(init):
     doc = ast.get_docstring(ast.parse(init.read_text())) or ""
     listed = listed_in(doc)
     modules = {p.name for p in init.parent.glob("*.py") if p.name != "__init__.py"}
-    modules |= {f"{p.name}/" for p in init.parent.iterdir() if p.is_dir() and p.name != "__pycache__"
-                and ((p / "__init__.py").exists() or any(p.glob("*.py")) or p.name.endswith("_template"))}
+    modules |= {f"{p.name}/" for p in init.parent.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert modules - listed == set(), f"{init.relative_to(ROOT)} does not say what these do: {sorted(modules - listed)}"
     assert listed - modules == set(), f"{init.relative_to(ROOT)} lists modules that are gone: {sorted(listed - modules)}"

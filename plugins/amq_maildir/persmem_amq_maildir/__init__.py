@@ -7,7 +7,8 @@ Modules, one job each:
 - `service.py`  the mail store of this host, opened at startup and kept in `host.state`; the mail root
 - `tools.py`    the MCP tools (amq_*)
 - `web.py`      the authenticated JSON + Server-Sent Events endpoint under /amq
-- `panels.py`   the dashboard's Mail panel (template and script in `panel/`)
+- `panels.py`   the dashboard's Mail panel
+- `panel/`      its template and script
 - `commands.py` `persmem amq ...` (opens its own store: no server needed)
 - `store.py`    the mail root: roster, who may read what, send/check/read/history/timeline/threads
 - `feed.py`     the live feed: unread counts and newly delivered messages as event-stream items

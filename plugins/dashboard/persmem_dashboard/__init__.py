@@ -15,4 +15,6 @@ panels come from plugins through the `register_panels` hook.
 - `streams.py`  event streams that end within a moment of their agent's revocation
 - `charts.py`   donut and bar charts as SVG, rendered on the server with pygal (no JavaScript, no CDN)
 - `markdown.py` Markdown (mail bodies, notes) as HTML that is safe to put in a page
+- `templates/`  the layout, login and panel page templates (Jinja)
+- `static/`     the stylesheet and the icon the pages load (served by the app, no CDN)
 """

@@ -22,7 +22,7 @@ from pathlib import Path
 from persmem_core.sdk import UserError, control_characters
 
 from .collection import NewMemory
-from .records import ID_RE
+from .store.records import ID_RE
 
 
 def _time(value) -> float | None:

@@ -1,12 +1,12 @@
 """One collection: the record log (truth), the rows and the vector index (derived), behind one lock.
 
-Write path of a store: take the write lock -> dedup checks (dedup.py) -> reserve the vector labels -> write to
+Write path of a store: take the write lock -> dedup checks (lifecycle/dedup.py) -> reserve the vector labels -> write to
 the log -> apply to the rows (found by keyword from here on) -> release -> wait for an fsync that covers the
-entry (one fsync serves every writer that came meanwhile: log.py) -> acknowledge -> the background embedder
-(embedding.py) embeds it in a batch and logs it again with its vectors (`embed_pending`), which puts them in the
+entry (one fsync serves every writer that came meanwhile: store/log.py) -> acknowledge -> the background embedder
+(embedding/background.py) embeds it in a batch and logs it again with its vectors (`embed_pending`), which puts them in the
 index. Other writes (update, delete, links, feedback) append and fsync under the lock.
-A write that returned is in the log; everything else can be rebuilt from it (replay.py, on open).
-Read path: embed the query outside the lock -> read lock -> rank the rows (ranking.py) ->
+A write that returned is in the log; everything else can be rebuilt from it (store/replay.py, on open).
+Read path: embed the query outside the lock -> read lock -> rank the rows (search/ranking.py) ->
 read the winners' entries back from the log.
 
 Lifecycle writes (a supersedes link made or undone, feedback, a consolidated memory) are each one Put of the
@@ -14,7 +14,7 @@ memory that holds the link, so a kill -9 never leaves half a link, and none of t
 counts are statistics, not records: kept in memory and saved with the index (usage.msgpack).
 
 At rest, with encryption on (`sealer`, persmem_core.sdk.Sealer): every log frame, the index file and the
-retrieval counts are sealed (log.py, vectors.py); only the model record (a model id) stays plain.
+retrieval counts are sealed (store/log.py, search/vectors.py); only the model record (a model id) stays plain.
 """
 
 from __future__ import annotations
@@ -33,23 +33,23 @@ from readerwriterlock import rwlock
 from persmem_core.sdk import Sealer, SealingError, UserError, atomic_write_bytes
 
 from .config import MemoryConfig
-from .contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
-from .dedup import exact_duplicate, near_duplicate, word_twins
-from .heap import release_freed_memory
-from .log import LOG_NAME, RecordLog, WriteFailed, decode_frame, write_failed
-from .lifecycle import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
-from .supersession import find_superseded
+from .search.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
+from .lifecycle.dedup import exact_duplicate, near_duplicate, word_twins
+from .store.heap import release_freed_memory
+from .store.log import LOG_NAME, RecordLog, WriteFailed, decode_frame, write_failed
+from .lifecycle.weighing import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
+from .lifecycle.supersession import find_superseded
 from .permissions import (BOOTSTRAP_TYPES, check_change, check_visible, editors_in, is_private, may_edit,
                           visible_to)
-from .query import Filters
-from .ranking import rank
-from .records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
+from .search.query import Filters
+from .search.ranking import rank
+from .store.records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
                       trim_feedback, version_of, votes)
-from .replication import Behind, ReplicationFailed
-from .replay import (INDEX_NAME, check_model, drop_checkpoint, load_index, matrix, open_rows, rebuild_index,
+from .cluster.replication import Behind, ReplicationFailed
+from .store.replay import (INDEX_NAME, check_model, drop_checkpoint, load_index, matrix, open_rows, rebuild_index,
                      record_model, reembed_all, save_checkpoint)
-from .rows import Rows
-from .vectors import VectorIndex
+from .store.rows import Rows
+from .search.vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
 
@@ -110,7 +110,7 @@ class Collection:
         """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files (tests, tools
         without a home). `embedding`: the service's BackgroundEmbedder; None embeds every store before it is
         acknowledged (a collection of its own, in a tool or a test). `replication`: on a cluster, the memory
-        stream (replication.py) every write is published to and the collection follows; None: one box."""
+        stream (cluster/replication.py) every write is published to and the collection follows; None: one box."""
         self.name, self.folder, self.embedder, self.config = name, Path(folder), embedder, config
         self.sealer = sealer or Sealer.plain()
         self.embedding = embedding
@@ -210,7 +210,7 @@ class Collection:
                 and self._since_snapshot >= max(self.config.snapshot_every, len(self.memories))):
             self._publish_snapshot()
 
-    # -- on a cluster (replication.py) ---------------------------------------------------
+    # -- on a cluster (cluster/replication.py) ---------------------------------------------------
     def follow(self) -> None:
         """Follow the memory stream from the last write applied here, and return once everything the stream held
         when this was called is applied (a node that was down catches up before it answers)."""
@@ -285,9 +285,9 @@ class Collection:
     def _publish_snapshot(self) -> None:
         """Hand this node's files as they are now (write lock held, just saved) to the object store, for new nodes
         to start from (replication.restore_snapshot); the upload runs in a thread of its own."""
-        from .checkpoint import checkpoint_path, meta_path as checkpoint_meta
-        from .replay import MODEL_RECORD
-        from .vectors import meta_path as index_meta
+        from .store.checkpoint import checkpoint_path, meta_path as checkpoint_meta
+        from .store.replay import MODEL_RECORD
+        from .search.vectors import meta_path as index_meta
 
         paths = {LOG_NAME: (self.folder / LOG_NAME, self.log.size)}
         for path in (self.folder / INDEX_NAME, index_meta(self.folder / INDEX_NAME), checkpoint_path(self.folder),

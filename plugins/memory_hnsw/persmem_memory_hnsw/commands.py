@@ -1,6 +1,6 @@
 """`persmem memory ...`: maintenance commands that work on the store directly.
 
-`stats` and `export` only read: they read the record logs without the owner lock (snapshot.py), so they work
+`stats` and `export` only read: they read the record logs without the owner lock (store/snapshot.py), so they work
 while a server runs and see what it has written. `import`, `import-chroma`, `reindex` and `consolidate` write:
 they take the store's owner lock and, while a server holds it, refuse and say how to go on (stop it, or use the
 MCP tools).
@@ -27,11 +27,11 @@ def _memory_folder() -> Path:
 
 
 def _read_store():
-    """Every collection as its log holds it now, read without the owner lock (snapshot.py), sealed frames opened
+    """Every collection as its log holds it now, read without the owner lock (store/snapshot.py), sealed frames opened
     with the home's key."""
     from persmem_core.sdk import get_host
 
-    from .snapshot import read_store
+    from .store.snapshot import read_store
 
     return read_store(_memory_folder(), get_host().sealer)
 
@@ -67,7 +67,7 @@ def _open(command: str, while_running: str):
 
 
 def _iso_times(stats: dict) -> dict:
-    from .records import iso
+    from .store.records import iso
 
     for key in ("oldest", "newest"):
         stats[key] = iso(stats[key]) if stats.get(key) is not None else None
@@ -88,7 +88,7 @@ def memory() -> None:
 @click.option("--collection", default=None, help="Only this collection.")
 def stats(collection: str | None) -> None:
     """Print counts per collection (works while a server runs: it reads the record logs as they are)."""
-    from .query import did_you_mean
+    from .search.query import did_you_mean
 
     store = _read_store()
     if collection is not None and collection not in store:
@@ -117,8 +117,8 @@ def reindex() -> None:
 def export_(path: Path, collection: str | None) -> None:
     """Write every memory (with its history, links, feedback and validity dates) as JSON Lines to PATH ('-' for
     stdout). Works while a server runs: it reads the record logs as they are."""
-    from .query import did_you_mean
-    from .records import iso_exact, public, public_version
+    from .search.query import did_you_mean
+    from .store.records import iso_exact, public, public_version
 
     store = _read_store()
     if collection is not None and collection not in store:
@@ -161,8 +161,8 @@ def import_(path: Path, keep_identities: bool) -> None:
     feedback and validity dates kept). Identity and directive entries are left out unless --keep-identity-entries
     says the file is trusted."""
     from .collection import NewMemory
-    from .contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
-    from .query import check_visible_label, parse_label
+    from .search.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
+    from .search.query import check_visible_label, parse_label
 
     batches: dict[str, list] = {}
     links: dict[str, dict[str, dict]] = {}  # collection -> id -> the lifecycle fields set after the store
@@ -216,7 +216,7 @@ def import_(path: Path, keep_identities: bool) -> None:
 
 def _tags(value) -> list[str]:
     """An exported memory's tags: a list of strings, each one line of visible text."""
-    from .query import check_visible_label
+    from .search.query import check_visible_label
 
     if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
         raise TypeError("tags must be a list of strings")
@@ -262,7 +262,7 @@ def _say_held_back(held: dict[str, int], command: str, source) -> None:
 
 def _lifecycle_record(memory) -> dict:
     """A memory's lifecycle fields as an export writes them (only those set; times ISO with microseconds)."""
-    from .records import iso_exact
+    from .store.records import iso_exact
 
     record = {}
     if memory.supersedes:
@@ -283,7 +283,7 @@ def _lifecycle_record(memory) -> dict:
 
 def _lifecycle_from(record: dict) -> dict:
     """The lifecycle fields of an exported record, typed (TypeError / ValueError when malformed)."""
-    from .records import Feedback, LinkChange, parse_iso
+    from .store.records import Feedback, LinkChange, parse_iso
 
     def ids(key: str) -> list[str]:
         value = record.get(key) or []
@@ -321,9 +321,9 @@ def consolidate(dry_run: bool, collection: str | None, project: str | None, as_j
     """Gather mature clusters of similar memories into consolidated memories (extractive; members are kept and
     stay searchable; nothing is deleted). Every author's memories, each author's and project's clustered apart.
     Private collections (session turns) are never consolidated."""
-    from .consolidate import consolidate as run
+    from .lifecycle.consolidate import consolidate as run
     from .permissions import is_private
-    from .query import did_you_mean
+    from .search.query import did_you_mean
 
     service = _open("consolidate", "or, without stopping it, let it consolidate when idle ([memory] "
                                    "consolidate_every_hours), or call memory_consolidate (each agent's own memories).")
@@ -381,7 +381,7 @@ def import_chroma(path: Path, chroma_collection: str | None, keep_identities: bo
 
 def _created(record: dict) -> float | None:
     """When an exported memory was stored: its ISO `created` (or `created_ts`, the seconds older exports wrote)."""
-    from .records import parse_iso
+    from .store.records import parse_iso
 
     if isinstance(record.get("created"), str):
         return parse_iso(record["created"])

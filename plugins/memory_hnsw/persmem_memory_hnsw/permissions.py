@@ -12,8 +12,8 @@ import dataclasses
 
 from persmem_core.sdk import UserError
 
-from .query import Filters
-from .records import Head
+from .search.query import Filters
+from .store.records import Head
 
 BOOTSTRAP_TYPES = frozenset({"identity", "directive"})
 

@@ -27,7 +27,7 @@ def register_config(register):
 @hookimpl
 def register_embedders(register):
     def minilm_int8(cache):
-        from .embedder import OnnxEmbedder, default_model_files
+        from .embedding.embedder import OnnxEmbedder, default_model_files
 
         return OnnxEmbedder(default_model_files(), cache=cache)
 
@@ -71,7 +71,7 @@ def register_panels(register, host):
 @hookimpl
 def register_commands(cli):
     from .commands import memory
-    from .export import model
+    from .embedding.export import model
 
     cli.add_command(memory)
     cli.add_command(model)
@@ -111,7 +111,7 @@ def cluster_check(host):
     offline or behind, FAIL when the cluster does not answer."""
     from persmem_core.sdk import fail, pass_, warn
 
-    from .replication import Replication
+    from .cluster.replication import Replication
 
     cluster = host.section("cluster")
     try:
@@ -134,13 +134,13 @@ def _first_ids(ids: list[str]) -> str:
 def review_checks(folder, sealer) -> list:
     """WARN lines for memories whose review_after has passed (still searched) or whose valid_until has (hidden
     from search), per collection, with counts and the first ids. Read from the logs without the owner lock
-    (snapshot.py), so it works next to a running server."""
+    (store/snapshot.py), so it works next to a running server."""
     import time
 
     from persmem_core.sdk import pass_, warn
 
-    from .lifecycle import expired, review_due
-    from .snapshot import read_store
+    from .lifecycle.weighing import expired, review_due
+    from .store.snapshot import read_store
 
     now, due, gone = time.time(), [], []
     for name, snapshot in sorted(read_store(folder, sealer).items()):
@@ -171,7 +171,7 @@ def review_checks(folder, sealer) -> list:
 @hookimpl
 def backup(host, dest):
     """Copy each collection's log up to its last complete entry (consistent by construction)."""
-    from .backup import backup_memory
+    from .store.backup import backup_memory
     from .service import DATA_FOLDER
 
     backup_memory(host.home / DATA_FOLDER, dest)
@@ -180,7 +180,7 @@ def backup(host, dest):
 @hookimpl
 def restore(host, src):
     """Put the collections' logs back, under the store's owner lock; the index is rebuilt on first open."""
-    from .backup import restore_memory
+    from .store.backup import restore_memory
     from .service import DATA_FOLDER, MemoryService
 
     # No embedder: restoring copies logs and loads no model (the restored config's model may be elsewhere).
@@ -190,8 +190,8 @@ def restore(host, src):
 @hookimpl
 def reseal(host, sealer, progress, dry_run):
     """Reseal every collection's log, index and retrieval counts, each atomically, under the store's owner lock
-    (reseal.py); with dry_run, count what would be rewritten."""
-    from .reseal import reseal_store
+    (store/reseal.py); with dry_run, count what would be rewritten."""
+    from .store.reseal import reseal_store
     from .service import DATA_FOLDER
 
     return reseal_store(host.home / DATA_FOLDER, host.section("memory"), sealer, progress, dry_run)

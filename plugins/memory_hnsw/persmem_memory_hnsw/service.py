@@ -34,10 +34,9 @@ from persmem_core.sdk import (
 
 from .collection import Collection, Hit
 from .config import MemoryConfig
-from .embedding import BackgroundEmbedder
-from .log import HEADER, LOG_NAME, MAX_FRAME, write_failed
-from .query import Filters, did_you_mean, shown
-from .records import public
+from .embedding.background import BackgroundEmbedder
+from .store.log import HEADER, LOG_NAME, MAX_FRAME, write_failed
+from .search.query import Filters, did_you_mean, shown
 
 NAME = "memory_hnsw"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "memory"  # $PERSMEM_HOME/memory
@@ -107,7 +106,7 @@ def make_embedder(host):
     """The embedder `[memory]` configures: an ONNX folder (model_dir), or one a plugin offers by name."""
     config = host.section("memory")
     if config.model_dir:
-        from .embedder import OnnxEmbedder, folder_model_files
+        from .embedding.embedder import OnnxEmbedder, folder_model_files
 
         return OnnxEmbedder(folder_model_files(config.model_dir))
     factories = {}
@@ -122,10 +121,10 @@ def make_embedder(host):
 
 def new_service(host) -> MemoryService:
     """The host's memory service, not started yet (nothing locked, nothing loaded). On a cluster ([cluster]
-    servers) its collections follow the memory stream (replication.py); connecting waits for the cluster."""
+    servers) its collections follow the memory stream (cluster/replication.py); connecting waits for the cluster."""
     replication = None
     if host.cluster is not None:
-        from .replication import Replication
+        from .cluster.replication import Replication
 
         cluster = host.section("cluster")
         replication = Replication(host.cluster, host.sealer, replicas=cluster.replicas,
@@ -175,9 +174,9 @@ def check_keys(folder: Path, sealer: Sealer) -> None:
     """SealingError, naming the file and the fix, when a collection's log, index or retrieval counts are sealed
     under a key that is not on hand. Reads a few bytes of each file and writes nothing (no lock either), so a
     server with the wrong key stops before it changes a byte. (The full check is the replay itself.)"""
-    from .checkpoint import CHECKPOINT_NAME
+    from .store.checkpoint import CHECKPOINT_NAME
     from .collection import USAGE_NAME
-    from .replay import INDEX_NAME
+    from .store.replay import INDEX_NAME
 
     for collection in collection_folders(folder):
         found = [(collection / LOG_NAME, first_sealed_key(collection / LOG_NAME))]
@@ -204,8 +203,8 @@ class MemoryService:
         self._ready = threading.Event()
         self._failure: str | None = None  # what callers are told when the background load failed
         self._loader: threading.Thread | None = None
-        self._consolidation = None  # the idle-time ConsolidationJob (the server's only; consolidate.py)
-        # Embeds stores after they are acknowledged (embedding.py). A server stops it without waiting (what is
+        self._consolidation = None  # the idle-time ConsolidationJob (the server's only; lifecycle/consolidate.py)
+        # Embeds stores after they are acknowledged (embedding/background.py). A server stops it without waiting (what is
         # left is embedded at the next start); a CLI command's service waits for it (`drain_on_stop`).
         self.embedding = BackgroundEmbedder(batch=config.embed_batch) if embedder is not None else None
         self.drain_on_stop = False
@@ -236,7 +235,7 @@ class MemoryService:
             self.embedder.load()
             model_loaded = True
             self.load()
-            from .consolidate import ConsolidationJob
+            from .lifecycle.consolidate import ConsolidationJob
 
             self._consolidation = ConsolidationJob(self, self.config).start()
         except BaseException as exc:  # noqa: BLE001 - kept and reported to every caller
@@ -405,19 +404,6 @@ class MemoryService:
 
     def search_hits(self, collection: str, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
                     recency_weight: float = 0.0) -> list[Hit]:
-        """The `top_k` best memories for `query`, best first, with their scores (replies.py shapes them)."""
+        """The `top_k` best memories for `query`, best first, with their scores (search/replies.py shapes them)."""
         return self.collection(collection, create=False).search(query, top_k=top_k, filters=filters, mode=mode,
                                                                 recency_weight=recency_weight)
-
-    def search(self, collection: str, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
-               recency_weight: float = 0.0) -> list[dict]:
-        """The dashboard's search results, best first: each memory whole, as memory_get shows it, with its fused
-        `score` and the `distance` of its best chunk (1 - cosine; None when only BM25 found it)."""
-        results = []
-        for hit in self.search_hits(collection, query, top_k=top_k, filters=filters, mode=mode,
-                                    recency_weight=recency_weight):
-            item = public(hit.memory)
-            item["score"] = round(hit.score, 4)
-            item["distance"] = None if hit.dense is None else round(1.0 - hit.dense, 4)
-            results.append(item)
-        return results

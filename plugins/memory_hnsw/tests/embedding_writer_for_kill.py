@@ -6,8 +6,8 @@ from pathlib import Path
 
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
-from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
-from persmem_memory_hnsw.embedding import BackgroundEmbedder
+from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
+from persmem_memory_hnsw.embedding.background import BackgroundEmbedder
 
 folder, start = Path(sys.argv[1]), int(sys.argv[2])
 config = MemoryConfig(save_index_every=50, embed_batch=16)  # index saves and embeds land between kills too

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
-from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
 folder, start = Path(sys.argv[1]), int(sys.argv[2])
 config = MemoryConfig(save_index_every=5)  # save the index (and the retrieval counts) often: kills land there too

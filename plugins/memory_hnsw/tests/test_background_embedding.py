@@ -12,9 +12,9 @@ import pytest
 
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
-from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
-from persmem_memory_hnsw.embedding import BackgroundEmbedder
-from persmem_memory_hnsw.query import Filters
+from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
+from persmem_memory_hnsw.embedding.background import BackgroundEmbedder
+from persmem_memory_hnsw.search.query import Filters
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +178,7 @@ def test_kill_9_between_acknowledgement_and_embedding_loses_nothing(tmp_path, em
 
 
 def test_consolidation_takes_memories_not_embedded_yet(tmp_path, embedder):
-    from persmem_memory_hnsw.consolidate import consolidate
+    from persmem_memory_hnsw.lifecycle.consolidate import consolidate
 
     embedding = BackgroundEmbedder()  # never started: every memory is still waiting for its vector
     config = MemoryConfig(consolidate_min_age_days=0)
@@ -207,7 +207,7 @@ def test_a_store_queued_under_another_chunking_is_embedded_with_new_labels(tmp_p
     """A long memory logged (labels reserved) by a version that cut texts into 256-token windows and embedded
     after an upgrade to 128-token passages gets as many labels as it now has vectors, instead of being skipped
     for good (never found by meaning)."""
-    import persmem_memory_hnsw.embedder as chunking
+    import persmem_memory_hnsw.embedding.embedder as chunking
 
     long_text = " ".join(f"Paragraph {i} of the runbook: rotate the keys of cluster {i} and check the logs."
                          for i in range(40)) + " The last step: page the on-call engineer named Ferdinand."

@@ -154,7 +154,7 @@ def test_the_idle_server_consolidates_on_its_own(persmem_server):
 
 @pytest.fixture(scope="module")
 def embedder():
-    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
     return OnnxEmbedder(default_model_files()).load()
 
@@ -172,7 +172,7 @@ def consolidated(col) -> dict[str, list[str]]:
 
 def test_kill_9_during_consolidation_leaves_whole_clusters_and_every_memory(tmp_path, embedder):
     from persmem_memory_hnsw.collection import NewMemory
-    from persmem_memory_hnsw.consolidate import consolidate
+    from persmem_memory_hnsw.lifecycle.consolidate import consolidate
 
     base = tmp_path / "base"
     col = open_collection(base, embedder)

@@ -15,7 +15,7 @@ from consolidation_testdata import synthetic_memories
 def collection(tmp_path_factory):
     from persmem_memory_hnsw.collection import Collection, NewMemory
     from persmem_memory_hnsw.config import MemoryConfig
-    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
     embedder = OnnxEmbedder(default_model_files()).load()
     folder = Path(tmp_path_factory.mktemp("scale")) / "memories"
@@ -34,7 +34,7 @@ def clusters(report) -> dict[str, tuple[str, ...]]:
 
 
 def test_the_graph_gives_the_exact_clusters_on_every_run_and_a_second_run_adds_nothing(collection):
-    from persmem_memory_hnsw.consolidate import consolidate
+    from persmem_memory_hnsw.lifecycle.consolidate import consolidate
 
     config = collection.config
     exact = consolidate(collection, config, dry_run=True, graph=False)

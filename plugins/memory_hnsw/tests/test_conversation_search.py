@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from persmem_core.sdk.testing import ToolCallError
-from persmem_memory_hnsw.query_dates import named_ranges
+from persmem_memory_hnsw.search.query_dates import named_ranges
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ the result embeds like the shipped file (the same nearest documents)."""
 
 import numpy as np
 
-from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 from test_model_export import DOCS, QUERIES
 
 
@@ -45,7 +45,7 @@ def test_special_tokens_are_the_ones_the_tokenizer_frames_a_text_with(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     from persmem_core.sdk import UserError
-    from persmem_memory_hnsw.embedder import _special_tokens
+    from persmem_memory_hnsw.embedding.embedder import _special_tokens
 
     vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "[CLS]": 3, "[SEP]": 4, "[PAD]": 5, "a": 6, "[UNK]": 7}
     mpnet = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))

@@ -23,7 +23,7 @@ from persmem_core.sdk.testing import Host, RunningServer, clean_env, free_port, 
 from persmem_core.sdk import is_sealed
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
-from persmem_memory_hnsw.log import intact_frames
+from persmem_memory_hnsw.store.log import intact_frames
 
 AGENT = "kite"
 
@@ -297,7 +297,7 @@ def test_kill_9_during_encrypted_stores_loses_no_acknowledged_one(tmp_path):
 
 @pytest.fixture(scope="module")
 def embedder():
-    from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
     return OnnxEmbedder(default_model_files()).load()
 
@@ -318,7 +318,7 @@ def test_a_sealed_frame_that_does_not_open_is_never_cut_and_nothing_is_written(t
 
     from persmem_core.sdk.testing import key_id
     from persmem_core.sdk import Sealer, SealingError
-    from persmem_memory_hnsw.log import HEADER
+    from persmem_memory_hnsw.store.log import HEADER
 
     key = os.urandom(32)
     sealer = Sealer({key_id(key): key}, key_id(key), True)
@@ -356,7 +356,7 @@ def test_backup_copies_sealed_frames_without_a_key(tmp_path, embedder):
     and the copy opens with the key."""
     from persmem_core.sdk.testing import key_id
     from persmem_core.sdk import Sealer
-    from persmem_memory_hnsw.backup import backup_memory
+    from persmem_memory_hnsw.store.backup import backup_memory
 
     key = os.urandom(32)
     sealer = Sealer({key_id(key): key}, key_id(key), True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 import time
 
-from persmem_memory_hnsw.records import Feedback, Memory, confidence, votes
-from persmem_memory_hnsw.rows import Rows
+from persmem_memory_hnsw.store.records import Feedback, Memory, confidence, votes
+from persmem_memory_hnsw.store.rows import Rows
 
 
 def memory(memory_id: str, created: float, *, supersedes=(), consolidates=(), author="kite") -> Memory:

@@ -124,7 +124,7 @@ def test_disk_full_on_memory_store_is_a_clear_error_and_nothing_acknowledged_is_
 # -- a model that fails to load -----------------------------------------------------------------------------
 
 def test_a_model_that_fails_to_load_gives_a_short_clear_error(tmp_path):
-    from persmem_memory_hnsw.embedder import default_model_files
+    from persmem_memory_hnsw.embedding.embedder import default_model_files
 
     model_dir = tmp_path / "installed-models" / "broken"
     model_dir.mkdir(parents=True)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from persmem_core.sdk.testing import ToolCallError, start_server, write_config
-from persmem_memory_hnsw.log import encode_frame
+from persmem_memory_hnsw.store.log import encode_frame
 
 EDITORS = {"operator": ["*"], "owl": ["wren"]}
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from persmem_core.sdk.testing import clean_env, start_server, write_config
-from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files, folder_model_files
+from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files, folder_model_files
 
 DOCS = ["The billing job retries failed charges three times.", "Our cat sleeps on the warm laptop keyboard.",
         "Deploys happen on Tuesdays after the standup.", "PostgreSQL vacuum stalls on the ledger table.",

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
-from persmem_memory_hnsw.embedder import OnnxEmbedder, default_model_files
+from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
 folder, start = Path(sys.argv[1]), int(sys.argv[2])
 config = MemoryConfig(save_index_every=7)  # save the index often, so kills land in saves too

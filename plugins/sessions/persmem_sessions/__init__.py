@@ -14,7 +14,8 @@ Modules, one job each:
 - `hook.py`       the client hooks run: stdlib only, fail open, talks to the running server
 - `web.py`        /sessions: what the client hooks call on the server (capture, briefing, recall)
 - `tools.py`      the MCP tools: list, read and search the caller's own archived sessions
-- `panels.py`     the dashboard's Sessions panel (template in `panel/`)
+- `panels.py`     the dashboard's Sessions panel
+- `panel/`        its template
 - `commands.py`   `persmem hooks ...` and `persmem sessions ...`
 - `installer.py`  putting the hooks into Claude Code's and Codex's settings, checking them, taking them out
 - `importer.py`   `persmem sessions import`: the transcripts the clients already wrote on this machine

@@ -82,7 +82,7 @@ class Memory(msgspec.Struct, kw_only=True):
     reply_to: str = ""  # the question just before it in its conversation (contexts.questions_before), likewise
     labels: list[int] = []  # vector-index labels of this memory's chunks
     history: list[Version] = []
-    # The lifecycle (lifecycle.py; docs/memory.md "Memory that stays true"). Every field has a default, so
+    # The lifecycle (lifecycle/weighing.py; docs/memory.md "Memory that stays true"). Every field has a default, so
     # logs written before it decode unchanged. A link lives on one side only (the newer memory, or the
     # consolidated one): one log entry makes or undoes it, and the other side's view is derived on replay.
     supersedes: list[str] = []  # ids of older memories (same collection) this one replaces
@@ -218,12 +218,12 @@ def dedup_key(project: str, author: str, digest: str) -> int:
 class Put(msgspec.Struct, tag="put", kw_only=True, omit_defaults=True):
     """The memory's current state, with its chunk vectors (float32, one row per label). A store is logged before
     it is embedded: `vectors` is then empty (its labels are reserved) and the background embedder logs it again
-    with them (embedding.py); `detect` asks it to look for an older memory this one restates when it does."""
+    with them (embedding/background.py); `detect` asks it to look for an older memory this one restates when it does."""
 
     memory: Memory
     vectors: bytes
     detect: bool = False
-    seq: int = 0  # on a cluster: the memory stream's sequence it was published at (replication.py); 0 alone
+    seq: int = 0  # on a cluster: the memory stream's sequence it was published at (cluster/replication.py); 0 alone
 
 
 class Delete(msgspec.Struct, tag="del", kw_only=True, omit_defaults=True):

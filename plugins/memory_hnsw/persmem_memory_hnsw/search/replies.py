@@ -15,11 +15,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .collection import Hit
-from .config import MemoryConfig
+from ..collection import Hit
+from ..config import MemoryConfig
 from .lexical import WORD_RE, Analyzer
-from .lifecycle import expired, review_due
-from .records import Memory, confidence, iso, made_by
+from ..lifecycle.weighing import expired, review_due
+from ..store.records import Memory, confidence, iso, made_by
 
 QUERY_ECHO_CHARS = 200  # a longer query is echoed cut, with its length
 MIN_PASSAGE_CHARS = 200  # a hit shows at least this much of its memory, whatever the budget
@@ -216,7 +216,7 @@ def _fields(memory: Memory) -> dict:
     return fields
 
 
-# -- the lifecycle's marks on a result (lifecycle.py; docs/memory.md "Memory that stays true") ----------------
+# -- the lifecycle's marks on a result (lifecycle/weighing.py; docs/memory.md "Memory that stays true") ----------------
 
 @dataclass(frozen=True)
 class LifecycleLinks:

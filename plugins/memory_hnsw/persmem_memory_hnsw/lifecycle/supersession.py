@@ -1,5 +1,5 @@
 """Supersession at store time: does a new memory restate an older one of its project? (memory_store's detected
-links; lifecycle.py weighs the links in a search, and its `restated` rule is the query-time counterpart).
+links; lifecycle/weighing.py weighs the links in a search, and its `restated` rule is the query-time counterpart).
 Deterministic, no LLM: similarity in meaning, shared subject words, and no look-alike family (a recurring note
 shape is not a restatement). docs/memory.md "Later facts win" has the measured reasoning.
 """
@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .config import MemoryConfig
-from .lexical import STOP_WORDS, WORD_RE, Analyzer
-from .lifecycle import CONSOLIDATED_TYPE, FAMILY_MARGIN
-from .permissions import BOOTSTRAP_TYPES, may_edit
-from .ranking import dense_candidates
+from ..config import MemoryConfig
+from ..search.lexical import STOP_WORDS, WORD_RE, Analyzer
+from .weighing import CONSOLIDATED_TYPE, FAMILY_MARGIN
+from ..permissions import BOOTSTRAP_TYPES, may_edit
+from ..search.ranking import dense_candidates
 
 if TYPE_CHECKING:
-    from .records import Head
-    from .rows import Rows
-    from .vectors import VectorIndex
+    from ..store.records import Head
+    from ..store.rows import Rows
+    from ..search.vectors import VectorIndex
 
 _analyzer: Analyzer | None = None
 

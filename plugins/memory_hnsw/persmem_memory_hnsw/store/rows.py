@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .contexts import is_question
+from ..search.contexts import is_question
 from .heap import grown
-from .lexical import BM25Index
-from .query import Filters
+from ..search.lexical import BM25Index
+from ..search.query import Filters
 from .records import Head, Memory, expired, head_of
 
 
@@ -44,10 +44,10 @@ class Rows:
         self.tag_rows: dict[str, set[int]] = {}
         self.label_row = np.full(0, -1, dtype=np.int32)  # vector label -> row (-1: none)
         self.next_label = 0  # the first vector label never used
-        self.applied_seq = 0  # on a cluster: the memory stream's last sequence applied here (replication.py)
+        self.applied_seq = 0  # on a cluster: the memory stream's last sequence applied here (cluster/replication.py)
         self.lexical = BM25Index()
         # Live memories whose latest log entry holds no vectors yet: acknowledged once logged, embedded later by the
-        # service's background embedder (embedding.py). Found by keyword meanwhile; a replay queues them again.
+        # service's background embedder (embedding/background.py). Found by keyword meanwhile; a replay queues them again.
         self.unembedded: set[str] = set()
         # The derived side of the links: older id -> the live memory, created latest, whose `supersedes` names
         # it; member id -> the latest live consolidated memory whose `consolidates` names it. A linked id need

@@ -36,7 +36,7 @@ import numpy as np
 
 from persmem_core.sdk import UserError, atomic_write_bytes, fsync_dir, sha256_file
 
-from .heap import release_freed_memory
+from ..store.heap import release_freed_memory
 
 log = logging.getLogger("persmem.memory.embedder")
 

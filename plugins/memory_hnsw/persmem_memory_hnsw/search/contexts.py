@@ -3,7 +3,7 @@ the chunk and indexed for keyword search only, so a turn like "Yes, a sunrise ov
 words of the question before it. A chunk that follows a question also keeps that question (`reply_to`), whose
 words count in full: in a conversation the answer to a question is the turn after it.
 
-Questions themselves rank a little lower in a search (ranking.py): a stored question is rarely what a search
+Questions themselves rank a little lower in a search (search/ranking.py): a stored question is rarely what a search
 for its subject is after, and the chunk after it now carries its words."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each collection's record log is rewritten with every frame resealed (RecordLog.rewrite: new file, fsync, rename),
 the index file and the retrieval counts are resealed (new file, fsync, rename; the index's sidecar checksum
-follows it), and torn tails kept aside are sealed whole. The checkpoint (checkpoint.py: offsets into the log as it
+follows it), and torn tails kept aside are sealed whole. The checkpoint (store/checkpoint.py: offsets into the log as it
 is) is dropped, before the log is rewritten, when it or the log needs resealing; the next open saves a new one.
 A kill -9 at any moment leaves each file either as it was or as it is meant to be, both readable with the keys on
 hand (a rotation keeps the old key loaded until it is done). Leftover temp files of a killed compaction or save are garbage with no writer left (the owner lock is
@@ -21,11 +21,11 @@ from pathlib import Path
 from persmem_core.sdk import HEADER_BYTES, ResealReport, Sealer, atomic_write_bytes, fsync_dir, is_sealed
 
 from .checkpoint import CHECKPOINT_NAME, drop as drop_checkpoint
-from .collection import USAGE_NAME, USAGE_PURPOSE
+from ..collection import USAGE_NAME, USAGE_PURPOSE
 from .log import LOG_NAME, PURPOSE, RecordLog, frame_needs_reseal, intact_frames, read_frames, reseal_frame
 from .replay import INDEX_NAME
-from .service import MemoryService, collection_folders
-from .vectors import reseal_index
+from ..service import MemoryService, collection_folders
+from ..search.vectors import reseal_index
 
 Progress = Callable[[str, int, int], None]
 
@@ -90,7 +90,7 @@ def _reseal_log(path: Path, sealer: Sealer, dry_run: bool) -> tuple[bool, bool]:
 
 
 def _drop_checkpoint(path: Path, sealer: Sealer, dry_run: bool) -> tuple[bool, bool]:
-    """The checkpoint is derived (checkpoint.py) and its log offsets are the log's as it is: when it or the log
+    """The checkpoint is derived (store/checkpoint.py) and its log offsets are the log's as it is: when it or the log
     needs resealing it is dropped (before the log is rewritten), and the next open replays the log and saves a
     new one. (held plaintext, was or would be dropped)."""
     with open(path, "rb") as f:

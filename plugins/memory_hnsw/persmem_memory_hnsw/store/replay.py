@@ -23,7 +23,7 @@ from . import checkpoint
 from .log import RecordLog, read_frames
 from .records import Memory, Put
 from .rows import Rows
-from .vectors import VectorIndex
+from ..search.vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
 
@@ -42,7 +42,7 @@ class Opened(msgspec.Struct):
 def open_rows(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIndex, dim: int, model_id: str, *,
               keep_vectors: bool) -> Opened:
     """Make the log's live memories the (empty) rows and open the log for appends: from the checkpoint and the
-    log after it when one fits this log and model (checkpoint.py), else by replaying the whole log. Without
+    log after it when one fits this log and model (store/checkpoint.py), else by replaying the whole log. Without
     `keep_vectors` (a reindex) always the whole log, as `replay_log`."""
     clock = time.perf_counter()
     loaded = None
@@ -62,7 +62,7 @@ def open_rows(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIn
 
 
 def save_checkpoint(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIndex, model_id: str) -> None:
-    """Save the rows and the int8 vectors as of the log's end (checkpoint.py); the caller holds the write lock.
+    """Save the rows and the int8 vectors as of the log's end (store/checkpoint.py); the caller holds the write lock.
     OSError like an index save (the checkpoint is optional: the next open replays the whole log without it)."""
     checkpoint.save(folder, rows, vectors, record_log.path, record_log.size, record_log.dead_bytes, model_id,
                     record_log.sealer)

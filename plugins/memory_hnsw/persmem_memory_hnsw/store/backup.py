@@ -53,7 +53,7 @@ def restore_memory(service, src: Path) -> list[str]:
     collections restored (made durable by `persmem restore`, once for everything it wrote)."""
     from persmem_core.sdk import UserError
 
-    from .service import COLLECTION_RE
+    from ..service import COLLECTION_RE
 
     service.lock()  # refused, naming the folder, while another persmem process owns it
     try:

@@ -41,7 +41,7 @@ from persmem_core.sdk import (
     sha256_file,
 )
 
-from .heap import grown
+from ..store.heap import grown
 
 log = logging.getLogger("persmem.memory.vectors")
 

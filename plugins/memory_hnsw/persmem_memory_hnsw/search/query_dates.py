@@ -1,5 +1,5 @@
 """The times a search query names ("on 1 May, 2022", "in March 2023", "2023-05-01", "yesterday", "last
-week", "3 days ago") as time ranges, so that memories from then rank higher (ranking.py). A memory counts as
+week", "3 days ago") as time ranges, so that memories from then rank higher (search/ranking.py). A memory counts as
 from then when it was created from a day before the range to DAYS_AFTER days after it: a note is often written
 some days after what it tells ("last week I went..."). Nothing here filters: since/until do that.
 

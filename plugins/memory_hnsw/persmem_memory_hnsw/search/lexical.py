@@ -7,7 +7,7 @@ document is masked out (document frequencies count live documents only)
 and its postings go when the collection reopens after a compaction.
 Scoring a query is a handful of vectorised numpy operations per query term.
 
-Statistics by scope: every document belongs to one scope (its author's code, rows.py), and the index keeps, per
+Statistics by scope: every document belongs to one scope (its author's code, store/rows.py), and the index keeps, per
 scope, how many live documents it holds and their total length. A search that may see only one scope (an
 agent in a private collection such as `sessions`, which sees its own turns only) scores with that scope's
 document frequencies, count and average length alone: its scores are the same whatever other agents' private
@@ -22,7 +22,7 @@ words of the question it answers. On LoCoMo dialogs (one memory per turn)
 document stands on its own: past CONTEXT_FULL_TERMS terms of its own its
 context counts less and less (whole LoCoMo sessions lost 0.002-0.003 R@10
 to their neighbours' words). The question a chunk replies to (`reply_to`,
-contexts.py) is counted once more at REPLY_WEIGHT, so its words weigh as
+search/contexts.py) is counted once more at REPLY_WEIGHT, so its words weigh as
 much as the chunk's own.
 """
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .records import Memory, dedup_key
-from .rows import Rows
+from ..store.records import Memory, dedup_key
+from ..store.rows import Rows
 
 WORDS = re.compile(r"\w+")
 

@@ -58,8 +58,8 @@ from persmem_core.sdk import (
     stream_problems,
 )
 
-from .log import WriteFailed
-from .records import Entry
+from ..store.log import WriteFailed
+from ..store.records import Entry
 
 log = logging.getLogger("persmem.memory")
 

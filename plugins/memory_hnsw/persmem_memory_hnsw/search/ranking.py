@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .config import MemoryConfig
-from .lifecycle import LifecycleView, adjust, restated
+from ..config import MemoryConfig
+from ..lifecycle.weighing import LifecycleView, adjust, restated
 from .query import Filters
 from .query_dates import around, named_ranges
-from .rows import Rows
+from ..store.rows import Rows
 from .vectors import VectorIndex
 
 
@@ -157,8 +157,8 @@ def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool:
 def weigh(scores: dict[int, float], rows: Rows, config: MemoryConfig,
           ranges: list[tuple[float, float]]) -> tuple[dict[int, float], bool]:
     """The fused `scores` with what the query and the rows say: a row whose text is a question times
-    `question_weight` (the chunk after it, its likely answer, carries its words: contexts.py); a row created
-    within `ranges` (around the times the query names: query_dates.py) plus `date_weight`. Also: whether any
+    `question_weight` (the chunk after it, its likely answer, carries its words: search/contexts.py); a row created
+    within `ranges` (around the times the query names: search/query_dates.py) plus `date_weight`. Also: whether any
     row was within them."""
     if not scores:
         return scores, False

@@ -1,5 +1,5 @@
 """Memory that stays true: how links, feedback, use, tiers and staleness weigh in a search, and how a new memory
-is ranked below a later one that restates it at query time (`restated`); supersession.py recognises a
+is ranked below a later one that restates it at query time (`restated`); lifecycle/supersession.py recognises a
 restatement when a memory is stored. Deterministic, no LLM.
 
 - Tiers: episodic (a private collection's captured session turns), procedural (identity, directives,
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import MemoryConfig
-from .records import confidence, expired, review_due  # noqa: F401  (part of this module's interface)
+from ..config import MemoryConfig
+from ..store.records import confidence, expired, review_due  # noqa: F401  (part of this module's interface)
 
 if TYPE_CHECKING:
-    from .rows import Rows
-    from .vectors import VectorIndex
+    from ..store.rows import Rows
+    from ..search.vectors import VectorIndex
 
 PROCEDURAL_TYPES = frozenset({"identity", "directive", "preference", "procedure"})
 CONSOLIDATED_TYPE = "consolidated"

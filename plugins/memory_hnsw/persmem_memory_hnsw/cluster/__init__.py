@@ -1,0 +1,5 @@
+"""Memory on a NATS JetStream cluster (docs/scale-out.md).
+
+- `replication.py`  every collection's log entries published to one stream and applied by every node; snapshots
+                    for new nodes
+"""
