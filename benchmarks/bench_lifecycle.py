@@ -118,7 +118,7 @@ def subject_terms_function():
 
         return subject_terms, "supersession.subject_terms"
     except ImportError:
-        from persmem_memory_hnsw.search.lexical import Analyzer
+        from persmem_memory_hnsw.store.lexical import Analyzer
 
         analyzer = Analyzer()
         return (lambda text: set(analyzer.terms(text))), "lexical.Analyzer.terms"
@@ -134,7 +134,7 @@ def make_embedder():
 
 def family_margin() -> float:
     try:
-        from persmem_memory_hnsw.lifecycle.weighing import FAMILY_MARGIN
+        from persmem_memory_hnsw.search.weighing import FAMILY_MARGIN
 
         return FAMILY_MARGIN
     except ImportError:
@@ -420,7 +420,7 @@ def consolidation(sizes: list[int]) -> list[dict]:
     from persmem_memory_hnsw.service import open_service
 
     try:
-        from persmem_memory_hnsw.lifecycle.consolidate import consolidate
+        from persmem_memory_hnsw.consolidate import consolidate
     except ImportError:
         print("(consolidate.py is not there yet: no consolidation timing)")
         return []

@@ -139,7 +139,7 @@ def run_in_process(home: Path, queries, n_store) -> dict:
 
     from persmem_core.host import Host
     from persmem_memory_hnsw.collection import NewMemory
-    from persmem_memory_hnsw.search.query import Filters
+    from persmem_memory_hnsw.store.query import Filters
     from persmem_memory_hnsw.service import open_service
 
     service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))

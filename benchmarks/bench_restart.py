@@ -64,10 +64,10 @@ def child(mode: str, folder: Path, key_file: Path | None = None) -> dict:
     from persmem_memory_hnsw.collection import Collection
     from persmem_memory_hnsw.config import MemoryConfig
     from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
-    from persmem_memory_hnsw.search.lexical import BM25Index
+    from persmem_memory_hnsw.store.lexical import BM25Index
     from persmem_memory_hnsw.store.log import read_frames
-    from persmem_memory_hnsw.search.query import Filters
-    from persmem_memory_hnsw.search.vectors import VectorIndex
+    from persmem_memory_hnsw.store.query import Filters
+    from persmem_memory_hnsw.store.vectors import VectorIndex
 
     spent: dict[str, float] = {}
 

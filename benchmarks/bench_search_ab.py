@@ -67,7 +67,7 @@ def in_process(home: Path) -> dict:
     """(In one side's process.) bench_memory's searches through Collection.search: {measure: (p50, p95)}."""
     import time
 
-    from persmem_memory_hnsw.search.query import Filters
+    from persmem_memory_hnsw.store.query import Filters
     from persmem_memory_hnsw.service import open_service
 
     from persmem_core.host import Host

@@ -60,7 +60,7 @@ def build(home: Path, size: int, authors: int) -> None:
 
 def in_process(home: Path, authors: int) -> dict:
     """(In one side's process.) {measure: (p50, p95)} in ms."""
-    from persmem_memory_hnsw.search.query import Filters
+    from persmem_memory_hnsw.store.query import Filters
     from persmem_memory_hnsw.service import open_service
 
     from persmem_core.host import Host

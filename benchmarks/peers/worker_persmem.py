@@ -36,7 +36,7 @@ class Store:
     def store_batch(self, items) -> None:
         """As memory_bulk_store does with its defaults: consecutive items of one project are pieces of one
         conversation, each indexed (for keyword search) with up to 300 characters of its neighbours."""
-        from persmem_memory_hnsw.search.contexts import neighbour_contexts
+        from persmem_memory_hnsw.store.contexts import neighbour_contexts
 
         memories = [self._new(x) for x in items]
         for _, same_project in itertools.groupby(memories, key=lambda m: m.project):
@@ -53,7 +53,7 @@ class Store:
             self.col.wait_embedded()
 
     def search(self, query, k, project=None):
-        from persmem_memory_hnsw.search.query import Filters
+        from persmem_memory_hnsw.store.query import Filters
 
         return [h.memory.id for h in self.col.search(query, top_k=k, filters=Filters(project=project))]
 

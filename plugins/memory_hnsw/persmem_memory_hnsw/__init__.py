@@ -11,11 +11,15 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - collection.py    one collection: the lock, the write path, reads, search
 - permissions.py   who may change a memory
 - sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks
+- consolidate.py   clusters of mature similar memories -> consolidated memories; the idle-time job
+- snapshot.py      reading the logs without the lock (stats, export, doctor)
+- backup.py        the backup hook's copy of each collection's log
+- reseal.py        `persmem key migrate|rotate` for the memory store: every file sealed as new writes are
 - chroma_import.py reading a persMEM ChromaDB store
-- store/           the record log, the rows, the checkpoint, opening a collection
-- search/          the vector graph, BM25, fusion, what the query says, replies
+- store/           what is kept: the record log, the rows, the vector and BM25 indexes, opening a collection
+- search/          ranking at query time: fusion, what the query says, the lifecycle's weights, replies
 - embedding/       the ONNX embedder, the background queue, model export
-- lifecycle/       later statements, consolidation, duplicates, and how they weigh in a search
+- lifecycle/       what a new memory is to the older ones: a restatement or a duplicate
 - cluster/         replication over NATS JetStream
 - panel_templates/ the panels' Jinja templates
 """

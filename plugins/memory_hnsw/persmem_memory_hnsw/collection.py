@@ -14,7 +14,7 @@ memory that holds the link, so a kill -9 never leaves half a link, and none of t
 counts are statistics, not records: kept in memory and saved with the index (usage.msgpack).
 
 At rest, with encryption on (`sealer`, persmem_core.sdk.Sealer): every log frame, the index file and the
-retrieval counts are sealed (store/log.py, search/vectors.py); only the model record (a model id) stays plain.
+retrieval counts are sealed (store/log.py, store/vectors.py); only the model record (a model id) stays plain.
 """
 
 from __future__ import annotations
@@ -33,23 +33,23 @@ from readerwriterlock import rwlock
 from persmem_core.sdk import Sealer, SealingError, UserError, atomic_write_bytes
 
 from .config import MemoryConfig
-from .search.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
+from .store.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
 from .lifecycle.dedup import exact_duplicate, near_duplicate, word_twins
 from .store.heap import release_freed_memory
 from .store.log import LOG_NAME, RecordLog, WriteFailed, decode_frame, write_failed
-from .lifecycle.weighing import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
+from .search.weighing import CONSOLIDATED_TYPE, LifecycleView, expired, review_due, tier
 from .lifecycle.supersession import find_superseded
 from .permissions import (BOOTSTRAP_TYPES, check_change, check_visible, editors_in, is_private, may_edit,
                           visible_to)
-from .search.query import Filters
-from .search.ranking import rank
+from .store.query import Filters
+from .search.ranking import Hit, rank
 from .store.records import (ID_RE, Delete, Feedback, Head, LinkChange, Memory, Put, content_hash, new_id, summarize,
                       trim_feedback, version_of, votes)
 from .cluster.replication import Behind, ReplicationFailed
 from .store.replay import (INDEX_NAME, check_model, drop_checkpoint, load_index, matrix, open_rows, rebuild_index,
                      record_model, reembed_all, save_checkpoint)
 from .store.rows import Rows
-from .search.vectors import VectorIndex
+from .store.vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
 
@@ -93,15 +93,6 @@ class NewMemory:
     review_after: float = 0.0  # due for review after this timestamp; 0: never
     detect_supersession: bool = False  # look for an older memory it restates (memory_store of one memory)
     editor: str | None = None  # who made it, if not its author (the consolidation job)
-
-
-@dataclass
-class Hit:
-    memory: Memory
-    score: float
-    dense: float | None
-    lexical: float | None
-    restated_by: str | None = None  # a later memory of the same subject this result ranks below (lifecycle.restated)
 
 
 class Collection:
@@ -287,7 +278,7 @@ class Collection:
         to start from (replication.restore_snapshot); the upload runs in a thread of its own."""
         from .store.checkpoint import checkpoint_path, meta_path as checkpoint_meta
         from .store.replay import MODEL_RECORD
-        from .search.vectors import meta_path as index_meta
+        from .store.vectors import meta_path as index_meta
 
         paths = {LOG_NAME: (self.folder / LOG_NAME, self.log.size)}
         for path in (self.folder / INDEX_NAME, index_meta(self.folder / INDEX_NAME), checkpoint_path(self.folder),

@@ -1,6 +1,6 @@
 """`persmem memory ...`: maintenance commands that work on the store directly.
 
-`stats` and `export` only read: they read the record logs without the owner lock (store/snapshot.py), so they work
+`stats` and `export` only read: they read the record logs without the owner lock (snapshot.py), so they work
 while a server runs and see what it has written. `import`, `import-chroma`, `reindex` and `consolidate` write:
 they take the store's owner lock and, while a server holds it, refuse and say how to go on (stop it, or use the
 MCP tools).
@@ -27,11 +27,11 @@ def _memory_folder() -> Path:
 
 
 def _read_store():
-    """Every collection as its log holds it now, read without the owner lock (store/snapshot.py), sealed frames opened
+    """Every collection as its log holds it now, read without the owner lock (snapshot.py), sealed frames opened
     with the home's key."""
     from persmem_core.sdk import get_host
 
-    from .store.snapshot import read_store
+    from .snapshot import read_store
 
     return read_store(_memory_folder(), get_host().sealer)
 
@@ -88,7 +88,7 @@ def memory() -> None:
 @click.option("--collection", default=None, help="Only this collection.")
 def stats(collection: str | None) -> None:
     """Print counts per collection (works while a server runs: it reads the record logs as they are)."""
-    from .search.query import did_you_mean
+    from .store.query import did_you_mean
 
     store = _read_store()
     if collection is not None and collection not in store:
@@ -117,7 +117,7 @@ def reindex() -> None:
 def export_(path: Path, collection: str | None) -> None:
     """Write every memory (with its history, links, feedback and validity dates) as JSON Lines to PATH ('-' for
     stdout). Works while a server runs: it reads the record logs as they are."""
-    from .search.query import did_you_mean
+    from .store.query import did_you_mean
     from .store.records import iso_exact, public, public_version
 
     store = _read_store()
@@ -161,8 +161,8 @@ def import_(path: Path, keep_identities: bool) -> None:
     feedback and validity dates kept). Identity and directive entries are left out unless --keep-identity-entries
     says the file is trusted."""
     from .collection import NewMemory
-    from .search.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
-    from .search.query import check_visible_label, parse_label
+    from .store.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
+    from .store.query import check_visible_label, parse_label
 
     batches: dict[str, list] = {}
     links: dict[str, dict[str, dict]] = {}  # collection -> id -> the lifecycle fields set after the store
@@ -216,7 +216,7 @@ def import_(path: Path, keep_identities: bool) -> None:
 
 def _tags(value) -> list[str]:
     """An exported memory's tags: a list of strings, each one line of visible text."""
-    from .search.query import check_visible_label
+    from .store.query import check_visible_label
 
     if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
         raise TypeError("tags must be a list of strings")
@@ -321,9 +321,9 @@ def consolidate(dry_run: bool, collection: str | None, project: str | None, as_j
     """Gather mature clusters of similar memories into consolidated memories (extractive; members are kept and
     stay searchable; nothing is deleted). Every author's memories, each author's and project's clustered apart.
     Private collections (session turns) are never consolidated."""
-    from .lifecycle.consolidate import consolidate as run
+    from .consolidate import consolidate as run
     from .permissions import is_private
-    from .search.query import did_you_mean
+    from .store.query import did_you_mean
 
     service = _open("consolidate", "or, without stopping it, let it consolidate when idle ([memory] "
                                    "consolidate_every_hours), or call memory_consolidate (each agent's own memories).")

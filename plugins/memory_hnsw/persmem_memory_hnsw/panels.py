@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 
 from persmem_core.sdk import UserError
 
-from .lifecycle.weighing import expired
+from .search.weighing import expired
 from .permissions import is_private, own_filters, visible_to
-from .search.query import Filters, parse_filters
+from .store.query import Filters, parse_filters
 from .store.records import iso, public, public_version, summarize
 from .service import service
 
@@ -250,7 +250,7 @@ def _preview(col) -> dict:
     """What a consolidation of every author's memories would gather now (helper B's consolidate, dry run:
     nothing is written). Imported here so the other panels work without it."""
     try:
-        from .lifecycle.weighing import consolidate
+        from .search.weighing import consolidate
     except ImportError:
         return {"available": False, "note": "Consolidation is not available in this version of the memory plugin."}
     report = consolidate.consolidate(col, col.config, author=None, dry_run=True, now=time.time())

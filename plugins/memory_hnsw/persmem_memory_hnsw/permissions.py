@@ -12,7 +12,7 @@ import dataclasses
 
 from persmem_core.sdk import UserError
 
-from .search.query import Filters
+from .store.query import Filters
 from .store.records import Head
 
 BOOTSTRAP_TYPES = frozenset({"identity", "directive"})

@@ -134,13 +134,13 @@ def _first_ids(ids: list[str]) -> str:
 def review_checks(folder, sealer) -> list:
     """WARN lines for memories whose review_after has passed (still searched) or whose valid_until has (hidden
     from search), per collection, with counts and the first ids. Read from the logs without the owner lock
-    (store/snapshot.py), so it works next to a running server."""
+    (snapshot.py), so it works next to a running server."""
     import time
 
     from persmem_core.sdk import pass_, warn
 
-    from .lifecycle.weighing import expired, review_due
-    from .store.snapshot import read_store
+    from .search.weighing import expired, review_due
+    from .snapshot import read_store
 
     now, due, gone = time.time(), [], []
     for name, snapshot in sorted(read_store(folder, sealer).items()):
@@ -171,7 +171,7 @@ def review_checks(folder, sealer) -> list:
 @hookimpl
 def backup(host, dest):
     """Copy each collection's log up to its last complete entry (consistent by construction)."""
-    from .store.backup import backup_memory
+    from .backup import backup_memory
     from .service import DATA_FOLDER
 
     backup_memory(host.home / DATA_FOLDER, dest)
@@ -180,7 +180,7 @@ def backup(host, dest):
 @hookimpl
 def restore(host, src):
     """Put the collections' logs back, under the store's owner lock; the index is rebuilt on first open."""
-    from .store.backup import restore_memory
+    from .backup import restore_memory
     from .service import DATA_FOLDER, MemoryService
 
     # No embedder: restoring copies logs and loads no model (the restored config's model may be elsewhere).
@@ -190,8 +190,8 @@ def restore(host, src):
 @hookimpl
 def reseal(host, sealer, progress, dry_run):
     """Reseal every collection's log, index and retrieval counts, each atomically, under the store's owner lock
-    (store/reseal.py); with dry_run, count what would be rewritten."""
-    from .store.reseal import reseal_store
+    (reseal.py); with dry_run, count what would be rewritten."""
+    from .reseal import reseal_store
     from .service import DATA_FOLDER
 
     return reseal_store(host.home / DATA_FOLDER, host.section("memory"), sealer, progress, dry_run)

@@ -36,7 +36,7 @@ from .collection import Collection, Hit
 from .config import MemoryConfig
 from .embedding.background import BackgroundEmbedder
 from .store.log import HEADER, LOG_NAME, MAX_FRAME, write_failed
-from .search.query import Filters, did_you_mean, shown
+from .store.query import Filters, did_you_mean, shown
 
 NAME = "memory_hnsw"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "memory"  # $PERSMEM_HOME/memory
@@ -203,7 +203,7 @@ class MemoryService:
         self._ready = threading.Event()
         self._failure: str | None = None  # what callers are told when the background load failed
         self._loader: threading.Thread | None = None
-        self._consolidation = None  # the idle-time ConsolidationJob (the server's only; lifecycle/consolidate.py)
+        self._consolidation = None  # the idle-time ConsolidationJob (the server's only; consolidate.py)
         # Embeds stores after they are acknowledged (embedding/background.py). A server stops it without waiting (what is
         # left is embedded at the next start); a CLI command's service waits for it (`drain_on_stop`).
         self.embedding = BackgroundEmbedder(batch=config.embed_batch) if embedder is not None else None
@@ -235,7 +235,7 @@ class MemoryService:
             self.embedder.load()
             model_loaded = True
             self.load()
-            from .lifecycle.consolidate import ConsolidationJob
+            from .consolidate import ConsolidationJob
 
             self._consolidation = ConsolidationJob(self, self.config).start()
         except BaseException as exc:  # noqa: BLE001 - kept and reported to every caller

@@ -6,7 +6,7 @@ the session and the turn's index, so a turn indexed twice is stored once), the a
 type, tags "session:<id>" and "client:<c>", the turn's time as created, and the working folder plus the
 neighbouring turns' text as the keyword-only context. `[memory] private_collections` keeps each agent's turns
 its own (permissions.py). The curated `memories` collection is what briefings and recall draw on: never turns,
-and never a memory that no longer holds (superseded by a later one, or expired; lifecycle/weighing.py).
+and never a memory that no longer holds (superseded by a later one, or expired; search/weighing.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import PurePath
 from persmem_core.sdk import UserError, prompt_line, valid_text
 
 from .collection import Hit, NewMemory, WriteFailed
-from .search.contexts import MAX_CONTEXT_CHARS, conversation_contexts
+from .store.contexts import MAX_CONTEXT_CHARS, conversation_contexts
 from .permissions import BOOTSTRAP_TYPES, own_filters, pinned_for, visible_to
-from .search.query import Filters
+from .store.query import Filters
 from .store.records import Memory, iso, parse_iso
 from .search.replies import above_floor, shaped_content
 from .service import MemoryService

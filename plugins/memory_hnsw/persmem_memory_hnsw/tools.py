@@ -13,11 +13,11 @@ import time
 from persmem_core.sdk import CallContext, UserError
 
 from .collection import NewMemory
-from .search.contexts import CONTEXT_CHARS_PER_SIDE, conversation_contexts
-from .lifecycle.weighing import expired, review_due
+from .store.contexts import CONTEXT_CHARS_PER_SIDE, conversation_contexts
+from .search.weighing import expired, review_due
 from .permissions import (BOOTSTRAP_TYPES, check_bootstrap_owner, check_visible, editors_in, is_private, own_filters,
                           pinned_for, visible_to)
-from .search.query import Filters, did_you_mean, parse_created, parse_filters, parse_label, parse_tags, parse_when, shown
+from .store.query import Filters, did_you_mean, parse_created, parse_filters, parse_label, parse_tags, parse_when, shown
 from .store.records import ID_RE, iso, new_id, public, public_version, summarize
 from .search.replies import LifecycleLinks, consolidation_reply, lifecycle_marks, memory_list, search_reply
 from .service import MemoryService, check_collection_name, service
@@ -507,7 +507,7 @@ def memory_consolidate(collection: str = "memories", project: str | None = None,
     their consolidated memory, and say consolidated_into. dry_run=true (the default) only shows the clusters
     it would make; call again with dry_run=false to write them. Only your own memories; project narrows it.
     Returns {"dry_run", "created", "grown", "clusters": [{id, project, members, action, preview}], ...}."""
-    from .lifecycle.consolidate import consolidate
+    from .consolidate import consolidate
 
     check_collection_name(collection)
     config = call.host.section("memory")

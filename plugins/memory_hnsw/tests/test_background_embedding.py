@@ -14,7 +14,7 @@ from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 from persmem_memory_hnsw.embedding.background import BackgroundEmbedder
-from persmem_memory_hnsw.search.query import Filters
+from persmem_memory_hnsw.store.query import Filters
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +178,7 @@ def test_kill_9_between_acknowledgement_and_embedding_loses_nothing(tmp_path, em
 
 
 def test_consolidation_takes_memories_not_embedded_yet(tmp_path, embedder):
-    from persmem_memory_hnsw.lifecycle.consolidate import consolidate
+    from persmem_memory_hnsw.consolidate import consolidate
 
     embedding = BackgroundEmbedder()  # never started: every memory is still waiting for its vector
     config = MemoryConfig(consolidate_min_age_days=0)

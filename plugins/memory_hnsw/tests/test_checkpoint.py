@@ -17,8 +17,8 @@ from persmem_memory_hnsw.store import checkpoint
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
-from persmem_memory_hnsw.search.lexical import BM25Index
-from persmem_memory_hnsw.search.query import Filters
+from persmem_memory_hnsw.store.lexical import BM25Index
+from persmem_memory_hnsw.store.query import Filters
 from persmem_memory_hnsw.store.rows import Rows
 
 
@@ -277,7 +277,7 @@ def test_a_sealed_checkpoint_holds_no_plaintext(tmp_path, embedder):
 
 
 def test_key_migrate_drops_a_checkpoint_the_log_reseal_invalidates(tmp_path, embedder):
-    from persmem_memory_hnsw.store.reseal import reseal_store
+    from persmem_memory_hnsw.reseal import reseal_store
 
     store = tmp_path / "memory"
     col = open_checkpointed(store / "memories", embedder)

@@ -13,7 +13,7 @@ from persmem_core.sdk import UserError
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
-from persmem_memory_hnsw.search.query import Filters
+from persmem_memory_hnsw.store.query import Filters
 
 
 @pytest.fixture(scope="module")

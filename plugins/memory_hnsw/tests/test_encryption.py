@@ -356,7 +356,7 @@ def test_backup_copies_sealed_frames_without_a_key(tmp_path, embedder):
     and the copy opens with the key."""
     from persmem_core.sdk.testing import key_id
     from persmem_core.sdk import Sealer
-    from persmem_memory_hnsw.store.backup import backup_memory
+    from persmem_memory_hnsw.backup import backup_memory
 
     key = os.urandom(32)
     sealer = Sealer({key_id(key): key}, key_id(key), True)

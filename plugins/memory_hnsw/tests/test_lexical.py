@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from persmem_memory_hnsw.search.lexical import BM25Index
+from persmem_memory_hnsw.store.lexical import BM25Index
 
 def dense(index: BM25Index, query: str, n_rows: int) -> np.ndarray | None:
     """index.scores as one score per row (0 where a row holds no query term)."""

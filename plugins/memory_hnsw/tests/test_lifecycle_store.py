@@ -16,8 +16,8 @@ from persmem_core.sdk import UserError
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
-from persmem_memory_hnsw.lifecycle.weighing import LifecycleView, adjust, tier
-from persmem_memory_hnsw.search.query import Filters
+from persmem_memory_hnsw.search.weighing import LifecycleView, adjust, tier
+from persmem_memory_hnsw.store.query import Filters
 from persmem_memory_hnsw.store.records import MAX_FEEDBACK
 
 HERE = Path(__file__).parent

@@ -1,5 +1,5 @@
 """Supersession at store time: does a new memory restate an older one of its project? (memory_store's detected
-links; lifecycle/weighing.py weighs the links in a search, and its `restated` rule is the query-time counterpart).
+links; search/weighing.py weighs the links in a search, and its `restated` rule is the query-time counterpart).
 Deterministic, no LLM: similarity in meaning, shared subject words, and no look-alike family (a recurring note
 shape is not a restatement). docs/memory.md "Later facts win" has the measured reasoning.
 """
@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ..config import MemoryConfig
-from ..search.lexical import STOP_WORDS, WORD_RE, Analyzer
-from .weighing import CONSOLIDATED_TYPE, FAMILY_MARGIN
+from ..store.lexical import STOP_WORDS, WORD_RE, Analyzer
+from ..search.weighing import CONSOLIDATED_TYPE, FAMILY_MARGIN
 from ..permissions import BOOTSTRAP_TYPES, may_edit
 from ..search.ranking import dense_candidates
 
 if TYPE_CHECKING:
     from ..store.records import Head
     from ..store.rows import Rows
-    from ..search.vectors import VectorIndex
+    from ..store.vectors import VectorIndex
 
 _analyzer: Analyzer | None = None
 

@@ -1,10 +1,8 @@
-"""Finding memories: the vector graph, BM25, fusion and what the query says, and replies sized for an AI.
+"""Ranking at query time: fusion of the two indexes, what the query says, the lifecycle's weights, and replies.
 
-- `vectors.py`      the hnswlib index: labels, slot reuse, checksummed save/load
-- `lexical.py`      BM25 over numpy postings, with stemming
-- `ranking.py`      dense (graph or exact) + BM25, score fusion, then what the query and rows say
-- `query.py`        filters, tags, labels and dates read from what a caller typed (tools and panels)
+- `ranking.py`      dense (graph or exact) + BM25, score fusion, then what the query and rows say; `Hit`
+- `weighing.py`     how links, feedback, use, tiers, staleness and recency weigh in a search; the query-time
+                    "later statement wins" rule
 - `query_dates.py`  the times a search query names ("in May 2023", "yesterday"), for date-aware ranking
-- `contexts.py`     neighbouring chunks' text and the question a chunk replies to, for memory_bulk_store
 - `replies.py`      search replies sized for an AI: passages, budget, marks
 """

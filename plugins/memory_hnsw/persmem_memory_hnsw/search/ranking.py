@@ -17,16 +17,29 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import MemoryConfig
-from ..lifecycle.weighing import LifecycleView, adjust, restated
-from .query import Filters
+from .weighing import LifecycleView, adjust, restated
+from ..store.query import Filters
 from .query_dates import around, named_ranges
+from ..store.records import Memory
 from ..store.rows import Rows
-from .vectors import VectorIndex
+from ..store.vectors import VectorIndex
 
 
 # The best fused candidates the lifecycle's factors weigh (they move a score by a bounded factor, so a result
 # further down never reaches the top_k): as many as the 60 + 60 candidates of before search_candidates was 200.
 LIFECYCLE_POOL = 120
+
+
+@dataclasses.dataclass
+class Hit:
+    """One search result: the memory, its fused score, and its best dense similarity and BM25 score (None where
+    that side did not find it)."""
+
+    memory: Memory
+    score: float
+    dense: float | None
+    lexical: float | None
+    restated_by: str | None = None  # a later memory of the same subject this result ranks below (weighing.restated)
 
 
 class Ranked(NamedTuple):
@@ -157,7 +170,7 @@ def _lexical(rows: Rows, query: str, mask: np.ndarray | None, n_rows: int, pool:
 def weigh(scores: dict[int, float], rows: Rows, config: MemoryConfig,
           ranges: list[tuple[float, float]]) -> tuple[dict[int, float], bool]:
     """The fused `scores` with what the query and the rows say: a row whose text is a question times
-    `question_weight` (the chunk after it, its likely answer, carries its words: search/contexts.py); a row created
+    `question_weight` (the chunk after it, its likely answer, carries its words: store/contexts.py); a row created
     within `ranges` (around the times the query names: search/query_dates.py) plus `date_weight`. Also: whether any
     row was within them."""
     if not scores:

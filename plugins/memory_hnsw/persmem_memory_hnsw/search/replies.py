@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..collection import Hit
+from .ranking import Hit
 from ..config import MemoryConfig
-from .lexical import WORD_RE, Analyzer
-from ..lifecycle.weighing import expired, review_due
+from ..store.lexical import WORD_RE, Analyzer
+from .weighing import expired, review_due
 from ..store.records import Memory, confidence, iso, made_by
 
 QUERY_ECHO_CHARS = 200  # a longer query is echoed cut, with its length
@@ -216,7 +216,7 @@ def _fields(memory: Memory) -> dict:
     return fields
 
 
-# -- the lifecycle's marks on a result (lifecycle/weighing.py; docs/memory.md "Memory that stays true") ----------------
+# -- the lifecycle's marks on a result (search/weighing.py; docs/memory.md "Memory that stays true") ----------------
 
 @dataclass(frozen=True)
 class LifecycleLinks:

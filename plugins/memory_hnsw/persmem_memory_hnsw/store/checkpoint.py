@@ -5,7 +5,7 @@ columns, tag sets, links) and tokenises and stems every text for BM25: ~10 s at 
 holds the result: the whole `Rows` (every attribute, BM25 index included), the vector index's int8 copy and the
 log's dead bytes, as of a log offset. On open it is loaded and only the log after that offset is replayed, with
 the same per-entry code (store/replay.py), so `Rows.put` and `Rows.remove` stay the only way rows change. The hnswlib
-graph is not in it: it has its own saved file (search/vectors.py), with its own offset.
+graph is not in it: it has its own saved file (store/vectors.py), with its own offset.
 
 File `checkpoint.bin`: MAGIC, a u64 length, a MessagePack `State` (the Python structures, and a table of the
 numpy arrays), then the arrays' raw bytes (read back with np.frombuffer: no per-element Python work). Only the
@@ -39,10 +39,10 @@ import numpy as np
 
 from persmem_core.sdk import HEADER_BYTES, Sealer, SealingError, atomic_write_bytes, fsync_dir, is_sealed, open_private
 
-from ..search.lexical import BM25Index
+from .lexical import BM25Index
 from .records import Head
 from .rows import Codes, Rows
-from ..search.vectors import VectorIndex
+from .vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
 
@@ -108,7 +108,7 @@ class State(msgspec.Struct, kw_only=True):
     total_len: float
     arrays: list[ArrayInfo]
     applied_seq: int = 0  # Rows.applied_seq (a replicated collection's place in the memory stream)
-    # BM25 statistics per scope (search/lexical.py); None in a checkpoint written before they existed: counted on load
+    # BM25 statistics per scope (store/lexical.py); None in a checkpoint written before they existed: counted on load
     scope_alive: dict[int, int] | None = None
     scope_len: dict[int, float] | None = None
 

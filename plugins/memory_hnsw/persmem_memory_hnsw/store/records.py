@@ -82,7 +82,7 @@ class Memory(msgspec.Struct, kw_only=True):
     reply_to: str = ""  # the question just before it in its conversation (contexts.questions_before), likewise
     labels: list[int] = []  # vector-index labels of this memory's chunks
     history: list[Version] = []
-    # The lifecycle (lifecycle/weighing.py; docs/memory.md "Memory that stays true"). Every field has a default, so
+    # The lifecycle (search/weighing.py; docs/memory.md "Memory that stays true"). Every field has a default, so
     # logs written before it decode unchanged. A link lives on one side only (the newer memory, or the
     # consolidated one): one log entry makes or undoes it, and the other side's view is derived on replay.
     supersedes: list[str] = []  # ids of older memories (same collection) this one replaces

@@ -23,7 +23,7 @@ from . import checkpoint
 from .log import RecordLog, read_frames
 from .records import Memory, Put
 from .rows import Rows
-from ..search.vectors import VectorIndex
+from .vectors import VectorIndex
 
 log = logging.getLogger("persmem.memory")
 

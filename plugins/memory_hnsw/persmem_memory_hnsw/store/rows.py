@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..search.contexts import is_question
+from .contexts import is_question
 from .heap import grown
-from ..search.lexical import BM25Index
-from ..search.query import Filters
+from .lexical import BM25Index
+from .query import Filters
 from .records import Head, Memory, expired, head_of
 
 

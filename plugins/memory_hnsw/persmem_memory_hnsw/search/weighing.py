@@ -32,7 +32,7 @@ from ..store.records import confidence, expired, review_due  # noqa: F401  (part
 
 if TYPE_CHECKING:
     from ..store.rows import Rows
-    from ..search.vectors import VectorIndex
+    from ..store.vectors import VectorIndex
 
 PROCEDURAL_TYPES = frozenset({"identity", "directive", "preference", "procedure"})
 CONSOLIDATED_TYPE = "consolidated"

@@ -22,7 +22,7 @@ words of the question it answers. On LoCoMo dialogs (one memory per turn)
 document stands on its own: past CONTEXT_FULL_TERMS terms of its own its
 context counts less and less (whole LoCoMo sessions lost 0.002-0.003 R@10
 to their neighbours' words). The question a chunk replies to (`reply_to`,
-search/contexts.py) is counted once more at REPLY_WEIGHT, so its words weigh as
+store/contexts.py) is counted once more at REPLY_WEIGHT, so its words weigh as
 much as the chunk's own.
 """
 

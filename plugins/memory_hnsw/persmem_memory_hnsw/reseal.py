@@ -20,12 +20,12 @@ from pathlib import Path
 
 from persmem_core.sdk import HEADER_BYTES, ResealReport, Sealer, atomic_write_bytes, fsync_dir, is_sealed
 
-from .checkpoint import CHECKPOINT_NAME, drop as drop_checkpoint
-from ..collection import USAGE_NAME, USAGE_PURPOSE
-from .log import LOG_NAME, PURPOSE, RecordLog, frame_needs_reseal, intact_frames, read_frames, reseal_frame
-from .replay import INDEX_NAME
-from ..service import MemoryService, collection_folders
-from ..search.vectors import reseal_index
+from .store.checkpoint import CHECKPOINT_NAME, drop as drop_checkpoint
+from .collection import USAGE_NAME, USAGE_PURPOSE
+from .store.log import LOG_NAME, PURPOSE, RecordLog, frame_needs_reseal, intact_frames, read_frames, reseal_frame
+from .store.replay import INDEX_NAME
+from .service import MemoryService, collection_folders
+from .store.vectors import reseal_index
 
 Progress = Callable[[str, int, int], None]
 

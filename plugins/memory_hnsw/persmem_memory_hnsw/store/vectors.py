@@ -41,7 +41,7 @@ from persmem_core.sdk import (
     sha256_file,
 )
 
-from ..store.heap import grown
+from .heap import grown
 
 log = logging.getLogger("persmem.memory.vectors")
 

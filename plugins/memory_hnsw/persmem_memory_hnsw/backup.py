@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .log import LOG_NAME, intact_end
-from .replay import MODEL_RECORD
+from .store.log import LOG_NAME, intact_end
+from .store.replay import MODEL_RECORD
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -53,7 +53,7 @@ def restore_memory(service, src: Path) -> list[str]:
     collections restored (made durable by `persmem restore`, once for everything it wrote)."""
     from persmem_core.sdk import UserError
 
-    from ..service import COLLECTION_RE
+    from .service import COLLECTION_RE
 
     service.lock()  # refused, naming the folder, while another persmem process owns it
     try:

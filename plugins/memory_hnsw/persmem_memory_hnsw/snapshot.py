@@ -1,7 +1,7 @@
 """The memory store as its record logs hold it, read without the owner lock: what `persmem memory stats` and
 `persmem memory export` show, also while a server owns the store.
 
-Safe next to a running server for the reason backups are (store/backup.py): the log is append-only and every frame is
+Safe next to a running server for the reason backups are (backup.py): the log is append-only and every frame is
 checksummed, so the intact frames read at one moment are a consistent state, and a frame being appended is
 left out until it is whole. A compaction replaces the file atomically: an open file is the old or the new log,
 each whole. No vector index is built and no model loaded: the logs hold everything these commands show.
@@ -17,10 +17,10 @@ import msgspec
 
 from persmem_core.sdk import Sealer
 
-from .log import LOG_NAME, decode_frame, read_frames
-from .records import Head, Memory, Put, head_of, summarize
-from .replay import MODEL_RECORD
-from ..service import collection_folders
+from .store.log import LOG_NAME, decode_frame, read_frames
+from .store.records import Head, Memory, Put, head_of, summarize
+from .store.replay import MODEL_RECORD
+from .service import collection_folders
 
 class CollectionSnapshot:
     """One collection's live memories as its log held them when read."""

@@ -52,9 +52,9 @@ import numpy as np
 
 from persmem_core.sdk import UserError
 
-from .weighing import PROCEDURAL_TYPES, expired
-from ..permissions import is_private
-from ..store.records import ID_RE
+from .search.weighing import PROCEDURAL_TYPES, expired
+from .permissions import is_private
+from .store.records import ID_RE
 
 log = logging.getLogger("persmem.memory.consolidate")
 
@@ -527,7 +527,7 @@ def _write(col, config, group: _Group, action: str, con_id: str, positions: list
                       preview=content[:PREVIEW_CHARS], new_members=[m for m in new_ids if m in set(member_ids)])
     if dry_run:
         return cluster
-    from ..collection import NewMemory
+    from .collection import NewMemory
 
     item = NewMemory(content=content, project=group.project, type=CONSOLIDATED_TYPE, tags=merged_tags(memories),
                      memory_id=con_id, author=group.author, consolidates=member_ids, editor=CONSOLIDATION_EDITOR)
