@@ -60,10 +60,14 @@ def build(home: Path, size: int, authors: int) -> None:
 
 def in_process(home: Path, authors: int) -> dict:
     """(In one side's process.) {measure: (p50, p95)} in ms."""
-    from persmem_memory_hnsw.store.query import Filters
     from persmem_memory_hnsw.service import open_service
 
     from persmem_core.host import Host
+
+    try:
+        from persmem_memory_hnsw.store.query import Filters
+    except ImportError:  # a base from before the memory plugin's rooms (issue 33)
+        from persmem_memory_hnsw.query import Filters
 
     _, queries = corpus(10)
     service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
