@@ -144,11 +144,14 @@ def test_sigkill_of_the_stream_leader_during_sends_loses_no_acknowledged_message
     before = len(acknowledged)
     leader = stream_leader(cluster)
     cluster.kill(leader)
-    time.sleep(6.0)
+    # Sends go on once JetStream has a new leader: a few seconds, more on a busy box (a CI run saw 6 s pass
+    # with 10 sends acknowledged), so wait until they have, up to 30 s, then a little longer.
+    resumed = eventually(lambda: len(acknowledged) > before + 10, within=30.0)
+    time.sleep(2.0)
     stop.set()
     for sender in senders:
         sender.join(60)
-    assert before > 0 and len(acknowledged) > before + 10, (before, len(acknowledged), refused[:3])
+    assert before > 0 and resumed and len(acknowledged) > before + 10, (before, len(acknowledged), refused[:3])
     print(f"acknowledged {before} before the kill of n{leader + 1}, {len(acknowledged)} in all; "
           f"refused {len(refused)}: {refused[:2]}")
     assert len(set(acknowledged)) == len(acknowledged)

@@ -247,12 +247,9 @@ def _recent_links(col, heads: list, visible: set | None) -> list[dict]:
 
 
 def _preview(col) -> dict:
-    """What a consolidation of every author's memories would gather now (helper B's consolidate, dry run:
-    nothing is written). Imported here so the other panels work without it."""
-    try:
-        from .search.weighing import consolidate
-    except ImportError:
-        return {"available": False, "note": "Consolidation is not available in this version of the memory plugin."}
+    """What a consolidation of every author's memories would gather now (consolidate.py, dry run: nothing is
+    written)."""
+    from . import consolidate
     report = consolidate.consolidate(col, col.config, author=None, dry_run=True, now=time.time())
     clusters = [c for c in report.clusters if c.action != "unchanged"]
     shown = clusters[:LIST_LIMIT]

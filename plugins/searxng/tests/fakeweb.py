@@ -173,7 +173,8 @@ def serve_on(host: str) -> ThreadingHTTPServer:
     return server
 
 
-def start(home, searx_url: str, timeout: float = 2.0):
+def start(home, searx_url: str, timeout: float = 2.0, prefix: tuple = ()):
     write_config(home, {"searxng": {"url": searx_url, "timeout": timeout, "fetch_allow_networks": ["127.0.0.2/32"],
                                     "fetch_max_bytes": 1_000_000}})
-    return start_server(home, ("kite",), clean_env(home, PERSMEM_DISABLE_PLUGINS="memory_hnsw,amq_maildir,shell,git"))
+    return start_server(home, ("kite",), clean_env(home, PERSMEM_DISABLE_PLUGINS="memory_hnsw,amq_maildir,shell,git"),
+                        prefix=prefix)

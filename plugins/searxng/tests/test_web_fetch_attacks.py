@@ -18,7 +18,7 @@ import time
 import anyio
 import pytest
 
-from persmem_core.sdk.testing import ToolCallError, persmem_command, tool_result
+from persmem_core.sdk.testing import ToolCallError, tool_result
 
 from fakeweb import DRIP_SECONDS, FakeWeb, start
 from persmem_core.sdk import MAX_HUNG_LOOKUPS, refusal
@@ -90,7 +90,7 @@ def threads_of(pid: int) -> int:
 
 
 @pytest.fixture
-def server_with_a_dead_dns(tmp_path, web, monkeypatch):
+def server_with_a_dead_dns(tmp_path, web):
     """A persmem server whose /etc/resolv.conf (in its own mount namespace) names a DNS server that never
     answers, with a 30 s resolver timeout: every name lookup hangs inside getaddrinfo."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
@@ -99,11 +99,8 @@ def server_with_a_dead_dns(tmp_path, web, monkeypatch):
     silent_dns.bind(("127.0.83.53", 53))  # bound, never read: queries are neither answered nor refused
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 127.0.83.53\noptions timeout:30 attempts:1\n")
-    launch = persmem_command
-    monkeypatch.setattr(testing, "persmem_command", lambda *args: [
-        "unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv),
-        *launch(*args)])
-    running = start(tmp_path / "home", web["searx"], timeout=TIMEOUT)
+    running = start(tmp_path / "home", web["searx"], timeout=TIMEOUT, prefix=(
+        "unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv)))
     yield running
     running.stop()
     silent_dns.close()
