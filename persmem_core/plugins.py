@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,13 +48,13 @@ def trace_hooks(pm: pluggy.PluginManager, write: Callable[[str], None]) -> None:
     """Write one line per hook call from now on: the hook, the argument names (never their values: they may hold
     a token), which plugins answered, and how long it took. The core's hooks (`call_each`) give a line per plugin;
     the hooks plugins offer each other (`host.hook.X(...)`) a line per call."""
-    started: list[float] = []
+    calls = threading.local()  # each thread's stack of start times: tools call hooks from worker threads at once
 
     def before(hook_name: str, impls: list, kwargs: dict) -> None:
-        started.append(time.perf_counter())
+        calls.__dict__.setdefault("started", []).append(time.perf_counter())
 
     def after(outcome, hook_name: str, impls: list, kwargs: dict) -> None:
-        took = (time.perf_counter() - started.pop()) * 1000
+        took = (time.perf_counter() - calls.started.pop()) * 1000
         who = ", ".join(impl.plugin_name for impl in reversed(impls)) or "no plugin"
         failed = outcome.exception
         write(f"persmem hook {hook_name}({', '.join(kwargs)}) <- {who}: "
