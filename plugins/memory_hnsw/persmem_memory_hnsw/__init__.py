@@ -8,7 +8,7 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - panels.py        the dashboard panels (Overview, Memories, Lifecycle); panel_templates/ holds their templates
 - commands.py      `persmem memory ...`
 - service.py       the plugin's service in host.state: all collections, the shared embedder, the owner lock
-- collection.py    one collection: the lock, the write path, reads, search
+- collection.py    one collection: its state, opening, reads and search; the writes of writing/ bound to it
 - permissions.py   who may change a memory
 - sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks
 - consolidate.py   clusters of mature similar memories -> consolidated memories; the idle-time job
@@ -20,6 +20,7 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - search/          ranking at query time: fusion, what the query says, the lifecycle's weights, replies
 - embedding/       the ONNX embedder, the background queue, model export
 - lifecycle/       what a new memory is to the older ones: a restatement or a duplicate
-- cluster/         replication over NATS JetStream
+- writing/         the write path: store, changes, the embedder's vectors, the stream's writes, the commit
+- cluster/         replication over NATS JetStream, and a collection following it
 - panel_templates/ the panels' Jinja templates
 """

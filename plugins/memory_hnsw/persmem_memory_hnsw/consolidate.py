@@ -205,7 +205,7 @@ def _snapshot(col, config, *, author, project, now) -> dict[tuple[str, str], _Gr
 def _memory_vector(col, memory_id: str) -> np.ndarray:
     """A memory's unit vector: the mean of its chunks' vectors (logged; made now for one stored moments ago and
     not embedded yet), normalised."""
-    vecs = col._vector_of(memory_id)
+    vecs = col.vectors_now(memory_id)
     mean = vecs.mean(axis=0) if len(vecs) > 1 else vecs[0]
     norm = float(np.linalg.norm(mean))
     return (mean / norm if norm > 0 else mean).astype(np.float32)

@@ -175,7 +175,7 @@ def check_keys(folder: Path, sealer: Sealer) -> None:
     under a key that is not on hand. Reads a few bytes of each file and writes nothing (no lock either), so a
     server with the wrong key stops before it changes a byte. (The full check is the replay itself.)"""
     from .store.checkpoint import CHECKPOINT_NAME
-    from .collection import USAGE_NAME
+    from .search.retrievals import USAGE_NAME
     from .store.replay import INDEX_NAME
 
     for collection in collection_folders(folder):

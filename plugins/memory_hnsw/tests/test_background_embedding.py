@@ -47,7 +47,7 @@ def test_store_is_acknowledged_before_it_is_embedded_and_found_by_keyword_at_onc
     assert not col.rows.unembedded and col.vectors.live == 1
     assert len(col.rows) == 1  # embedded in its row: no second row, no second set of BM25 postings
     assert dense_ids(col, "which port does the staging db use") == ["m1"]
-    entry = col._entry("m1")
+    entry = col.entry_of("m1")
     assert len(entry.vectors) == 4 * embedder.dim and entry.memory.content.startswith("The staging")
     embedding.stop()
     col.close()
@@ -89,7 +89,7 @@ def test_lifecycle_changes_before_embedding_keep_the_memory_waiting_and_its_dete
     col.store([note("The team standup is now at 10:00 in the Oak room.", "new", detect_supersession=True)],
               author="kite")
     col.validate("new", by="wren", helpful=True, note="right")  # logged again before it has vectors
-    assert "new" in col.rows.unembedded and col._entry("new").detect
+    assert "new" in col.rows.unembedded and col.entry_of("new").detect
     embedding.start()
     assert col.wait_embedded(timeout=30)
     memory = col.get("new")

@@ -198,7 +198,7 @@ def test_compaction_copies_entries_exactly_and_search_stays_exact(tmp_path, embe
     folder = tmp_path / "c"
     col = open_collection(folder, embedder)
     store_some(col, n=20)
-    original = {f"m{i}": col._logged_vectors(f"m{i}").copy() for i in range(20)}
+    original = {f"m{i}": col.logged_vectors(f"m{i}").copy() for i in range(20)}
     written = 0
     for round_ in range(60):
         for i in range(20):
@@ -208,7 +208,7 @@ def test_compaction_copies_entries_exactly_and_search_stays_exact(tmp_path, embe
     col.close()
     col = open_collection(folder, embedder)
     for memory_id, vectors in original.items():
-        assert np.array_equal(col._logged_vectors(memory_id), vectors), memory_id
+        assert np.array_equal(col.logged_vectors(memory_id), vectors), memory_id
     assert col.get("m3").version == 61 and col.get("m3").tags == ["round-59", "x" * 60]
     again = col.store([NewMemory(content=col.get("m3").content, project=col.get("m3").project, type="note", tags=[])],
                       author="kite")

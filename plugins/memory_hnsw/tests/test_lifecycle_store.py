@@ -321,7 +321,7 @@ def test_retrieval_counts_are_saved_with_the_index_and_raise_rank_boundedly(tmp_
     idle = store(col, "The VPN config lives in the ops repository too, as a copy.")["id"]
     for _ in range(500):
         col.record_retrievals([used])
-    view = LifecycleView(config=col.config, now=time.time(), usage=col.usage)
+    view = LifecycleView(config=col.config, now=time.time(), usage=col.retrievals.counts)
     rows = {col.rows.row_of[used]: 1.0, col.rows.row_of[idle]: 1.0}
     adjusted = adjust(rows, col.rows, view)
     assert adjusted[col.rows.row_of[used]] == pytest.approx(1 + col.config.retrieval_weight)
