@@ -10,6 +10,7 @@ nats-py is an optional dependency (`pip install 'persmem[cluster]'`): a single b
 Who may connect: the link authenticates with [cluster] nkey_file (an nkey seed) or credentials (a .creds file),
 both refused unless private to this user, and speaks TLS to tls:// servers or with [cluster] tls_ca_file.
 `doctor_checks` warns about servers that let anyone in or that are reached across a network without TLS.
+The credentials and TLS the link connects with are made in nats_access.py; what doctor says, in nats_doctor.py.
 
 What a frame is bound to: `StreamBinding` seals what a plugin publishes with associated data naming the stream,
 the subject, the message id and whatever else decides where the frame belongs, and with the home's key refuses
@@ -24,16 +25,15 @@ import json
 import logging
 import secrets
 import socket
-import ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from persmem_core.errors import UserError
-from persmem_core.net.addresses import is_loopback
+from persmem_core.cluster.nats_access import connect_options, refusal
+# doctor_checks and stream_problems are reached here by builtin.py and persmem_core.sdk
+from persmem_core.cluster.nats_doctor import doctor_checks, stream_problems  # noqa: F401
 from persmem_core.crypto.sealing import KeyNotOnHand, NotAuthentic, Sealer, SealingError, is_sealed
+from persmem_core.errors import UserError
 from persmem_core.settings import ClusterConfig
 
 log = logging.getLogger("persmem.cluster")
@@ -49,61 +49,6 @@ class ClusterUnavailable(UserError):
 
 class ClusterRefused(UserError):
     """The NATS servers refused this node's credentials (or lack of them); the text names the setting to fix."""
-
-
-def private_file(path: str, setting: str) -> str:
-    """`path` (a [cluster] setting's file: a seed or .creds) once it is a regular file private to this user; else
-    UserError naming the problem and the command that fixes it."""
-    from persmem_core.crypto.keys import check_key_file
-
-    try:
-        problem = check_key_file(Path(path).expanduser())
-    except FileNotFoundError:
-        raise UserError(f"[cluster] {setting} = {path!r} does not exist. Point it at this node's file "
-                        "(`persmem cluster up` prints them; `persmem cluster user NAME` makes one).") from None
-    if problem:
-        raise UserError(f"[cluster] {setting} is not private, so persmem will not use it: {problem}.")
-    return str(Path(path).expanduser())
-
-
-def tls_context(config: ClusterConfig) -> ssl.SSLContext | None:
-    """The TLS context the link checks the servers with: [cluster] tls_ca_file, or the system's CAs for tls://
-    servers; None when neither (plain NATS)."""
-    if config.tls_ca_file:
-        try:
-            return ssl.create_default_context(cafile=str(Path(config.tls_ca_file).expanduser()))
-        except (OSError, ssl.SSLError) as exc:
-            raise UserError(f"[cluster] tls_ca_file = {config.tls_ca_file!r} is not a readable CA certificate "
-                            f"({exc}). Point it at the cluster's CA (`persmem cluster up` writes tls/ca.pem)."
-                            ) from None
-    if any(url.startswith("tls://") for url in config.servers):
-        return ssl.create_default_context()
-    return None
-
-
-def connect_options(config: ClusterConfig) -> dict[str, Any]:
-    """The credentials and TLS part of nats.connect's keyword arguments for `config`."""
-    options: dict[str, Any] = {}
-    if config.credentials:
-        options["user_credentials"] = private_file(config.credentials, "credentials")
-    elif config.nkey_file:
-        options["nkeys_seed"] = private_file(config.nkey_file, "nkey_file")
-    context = tls_context(config)
-    if context is not None:
-        options["tls"] = context
-    return options
-
-
-def _refusal(exc: BaseException) -> str | None:
-    """The server's words when `exc` says it refused this client's credentials or TLS (None: another failure)."""
-    text = str(exc)
-    if isinstance(exc, ssl.SSLError):  # a certificate that does not check out against [cluster] tls_ca_file
-        return f"TLS: {getattr(exc, 'reason', None) or exc}"
-    for words in ("Authorization Violation", "User Authentication Expired", "Account Authentication Expired",
-                  "TLS Required", "Secure Connection - TLS Required"):
-        if words.lower() in text.lower():
-            return words
-    return None
 
 
 class NatsLink:
@@ -130,7 +75,7 @@ class NatsLink:
         refusals: list[str] = []  # what the servers said when they refused this node's first connection
 
         async def _errors(exc):  # nats-py prints these by default; they are logged instead
-            words = _refusal(exc)
+            words = refusal(exc)
             if words is not None and (self.nc is None or not self.nc.is_connected):
                 refusals.append(words)
                 refused.set()
@@ -253,20 +198,6 @@ class NatsLink:
         return self._loop
 
 
-def stream_problems(info, replicas: int) -> list[str]:
-    """What doctor warns about in a JetStream stream's info (nats-py's StreamInfo): another number of replicas than
-    [cluster] `replicas`, and replicas that are offline or behind."""
-    name = info.config.name
-    problems = []
-    if info.config.num_replicas != replicas:
-        problems.append(f"stream {name} keeps {info.config.num_replicas} replica(s), [cluster] replicas says "
-                        f"{replicas}")
-    for peer in (info.cluster.replicas or []) if info.cluster else []:
-        if peer.offline or not peer.current:
-            problems.append(f"replica {peer.name} is {'offline' if peer.offline else 'behind'}")
-    return problems
-
-
 # -- what a frame is bound to ---------------------------------------------------------------------------------------
 
 def bound_purpose(kind: bytes, *parts: str | int) -> bytes:
@@ -384,7 +315,8 @@ class StreamBinding:
             seq = msg.seq + 1
 
     async def _publish_marker(self, data: bytes, msg_id: str) -> None:
-        from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+        from nats.errors import NoRespondersError
+        from nats.errors import TimeoutError as NatsTimeout
         from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
         deadline = self.link.loop.time() + self.link.config.connect_timeout_seconds
@@ -398,83 +330,3 @@ class StreamBinding:
                     raise ClusterUnavailable(f"the NATS cluster did not store the binding marker of {self.stream} "
                                              f"({type(exc).__name__}); `persmem cluster status` shows it.") from None
                 await asyncio.sleep(0.25)
-
-
-# -- doctor --------------------------------------------------------------------------------------------------------
-
-def server_info(url: str, timeout: float = 2.0) -> dict:
-    """The INFO a NATS server greets every client with (before any credentials): auth_required, tls_required, ...
-    OSError when it does not answer."""
-    parts = urlsplit(url if "://" in url else f"nats://{url}")
-    with socket.create_connection((parts.hostname, parts.port or 4222), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        line = b""
-        while not line.endswith(b"\n") and len(line) < 65536:
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            line += chunk
-    if not line.startswith(b"INFO "):
-        raise OSError(f"{url} did not greet as a NATS server")
-    return json.loads(line[5:].split(b"\r\n", 1)[0])
-
-
-def doctor_checks(config: ClusterConfig, encryption_on: bool) -> list:
-    """`persmem doctor`'s lines about the cluster connection: whether every server requires credentials and this node
-    has private ones, whether servers across a network are reached with TLS, and whether frames are sealed and bound
-    (encryption on)."""
-    from persmem_core.checks import fail, pass_, warn
-
-    checks = []
-    open_servers, plain_remote, silent = [], [], []
-    for url in config.servers:
-        try:
-            info = server_info(url)
-        except (OSError, ValueError):
-            silent.append(url)
-            continue
-        if not info.get("auth_required"):
-            open_servers.append(url)
-        host = urlsplit(url if "://" in url else f"nats://{url}").hostname or ""
-        if not is_loopback(host) and not info.get("tls_required") and not url.startswith("tls://"):
-            plain_remote.append(url)
-    mine = config.credentials or config.nkey_file
-    problem = None
-    if mine:
-        try:
-            connect_options(config)
-        except UserError as exc:
-            problem = str(exc)
-    if problem:
-        checks.append(fail("cluster auth", problem))
-    elif open_servers:
-        checks.append(warn("cluster auth", f"{', '.join(open_servers)} let(s) clients in without credentials: anyone "
-                           "who reaches them can read persmem's mail and memory streams and publish to them. Give "
-                           "every NATS server an authorization block with one nkey user per persmem node "
-                           "(docs/scale-out.md; `persmem cluster user NAME`), then set [cluster] nkey_file."))
-    elif len(silent) == len(config.servers):
-        checks.append(warn("cluster auth", f"no NATS server answered ({', '.join(silent)}): start them "
-                           "(`persmem cluster status` tells more)."))
-    elif not mine:
-        checks.append(fail("cluster auth", "the NATS servers require credentials and [cluster] has none: set "
-                           "nkey_file (or credentials) to this node's file."))
-    else:
-        checks.append(pass_("cluster auth", "every NATS server that answered requires credentials; this node has "
-                            f"its own in {mine} (0600)" + (f"; not answering: {', '.join(silent)}" if silent else "")))
-    remote = [u for u in config.servers if not is_loopback(urlsplit(u if "://" in u else f"nats://{u}").hostname or "")]
-    if plain_remote:
-        checks.append(warn("cluster tls", f"{', '.join(plain_remote)} is/are not on loopback and not reached with TLS: "
-                           "whoever is on that network sees every frame's subject and size and can tamper with the "
-                           "connection. Give the servers a tls block and use tls:// URLs with [cluster] tls_ca_file "
-                           "(docs/scale-out.md)."))
-    elif remote:
-        checks.append(pass_("cluster tls", f"the servers across the network are reached with TLS"
-                            + (f" (CA {config.tls_ca_file})" if config.tls_ca_file else "")))
-    if encryption_on:
-        checks.append(pass_("cluster frames", "sealed with the home's key and bound to their subject, message id and "
-                            "place; unsealed or moved frames are refused"))
-    else:
-        checks.append(warn("cluster frames", "[encryption] is off, so frames on NATS are plaintext and not bound to "
-                           "their place: any client the servers let in can read them and forge mail and memories. Turn "
-                           "[encryption] on (the same key on every node)."))
-    return checks
