@@ -21,7 +21,9 @@ Modules, one job each:
 - `importer.py`   `persmem sessions import`: the transcripts the clients already wrote on this machine
 - `transcripts.py` turns out of the clients' transcript lines
 - `projects.py`   the project a session belongs to, from its working folder
-- `redact.py`     secrets out of transcripts, before anything is archived, indexed or logged
+- `redact.py`     secrets out of transcripts, before anything is archived, indexed or logged: the rules applied
+- `secret_rules.py` the ruleset: secrets known by their shape or what stands before them (detect-secrets' and ours)
+- `named_secrets.py` secrets known by their name (name=value, headers, flags, JSON keys) and cookie values
 - `archive.py`    the session archive on disk: one archive and one metadata file per captured session
 - `backup.py`     backups of the archive, as stored (sealed stays sealed)
 - `reseal.py`     `persmem key migrate|rotate` for the archive

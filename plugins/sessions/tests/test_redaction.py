@@ -17,7 +17,7 @@ import pytest
 from sessions_testkit import (CLAUDE_SESSION, CODEX_SESSION, PLANTED, REDACTIONS, archived, capture, fixture_lines, serve,
                       socket_client)
 from persmem_core.sdk.testing import write_config
-from persmem_sessions import redact as redact_module
+from persmem_sessions import named_secrets, secret_rules
 from persmem_sessions.redact import redact, redact_line
 from secrets_corpus import look_alikes, secret_samples
 
@@ -175,20 +175,20 @@ class TestTheRuleset:
 
         installed = get_mapping_from_secret_type_to_class()
         for secret_type, plugin in installed.items():
-            assert (secret_type in redact_module._DETECT_SECRETS) != (secret_type in redact_module._DETECT_SECRETS_LEFT_OUT), \
+            assert (secret_type in secret_rules._DETECT_SECRETS) != (secret_type in secret_rules._DETECT_SECRETS_LEFT_OUT), \
                 secret_type
-            if secret_type in redact_module._DETECT_SECRETS:  # one kind for all its patterns, or one for each
-                assert len(redact_module._DETECT_SECRETS[secret_type][0]) in (1, len(plugin.denylist)), secret_type
-        assert set(redact_module._DETECT_SECRETS) | set(redact_module._DETECT_SECRETS_LEFT_OUT) == set(installed)
-        origins = {rule.origin for rule in redact_module.rules()}
-        assert sum(origin.startswith("detect-secrets") for origin in origins) == len(redact_module._DETECT_SECRETS)
+            if secret_type in secret_rules._DETECT_SECRETS:  # one kind for all its patterns, or one for each
+                assert len(secret_rules._DETECT_SECRETS[secret_type][0]) in (1, len(plugin.denylist)), secret_type
+        assert set(secret_rules._DETECT_SECRETS) | set(secret_rules._DETECT_SECRETS_LEFT_OUT) == set(installed)
+        origins = {rule.origin for rule in secret_rules.rules()}
+        assert sum(origin.startswith("detect-secrets") for origin in origins) == len(secret_rules._DETECT_SECRETS)
 
     def test_a_typical_turn_costs_about_a_millisecond(self):
         """A 4 KB tool result of source code full of token/secret names (the costliest kind of turn for the
         name=value rules) and a 1 KB answer, as Claude Code writes them; CPU time, the best of 30 (the box is shared).
         Measured on the 2-core dev box: about 0.2 ms for the answer, 1 ms for the source (the rules before
         detect-secrets: 0.75 and 2.2 ms)."""
-        source = Path(redact_module.__file__).read_text()[20_000:24_000]
+        source = Path(named_secrets.__file__).read_text()[-4000:]
         assert len(source) == 4000
         prose = "The reconciliation job failed because the ledger export ran before the bank statement arrived. " * 10
         for text, budget in ((source, 4.0), (prose, 1.5)):
