@@ -11,6 +11,8 @@ The MCP SDK's authorization-server handlers (`mcp.server.auth.handlers`) do the 
 grant checks; the modules here supply what they leave to the server:
 - `records`: the data kept in `<home>/oauth.json` (clients, codes, grants, the operator's credential);
 - `store`: that file, with hashed secrets, single-use codes, refresh rotation and replay detection;
+- `registry_file`: the store's file on disk: its locks, atomic writes, the cached copy and its token index, pruning;
+- `operator_credential`: the operator's passphrase (scrypt) and one-time approval codes, kept in that file;
 - `provider`: the SDK's provider interface over the store, plus the pending consents;
 - `client_documents`: fetching client ID metadata documents without becoming an SSRF proxy;
 - `consent`: the page where the operator approves a client as an agent;

@@ -1,13 +1,13 @@
 """`<home>/oauth.json`: registered clients, authorization codes, grants and the operator's credential.
 
-Like agents.json (agents.py), the file is changed under a lock (flock on `.oauth.lock`, so the CLI and a running
-server never interleave, plus a threading lock for the server's threads), written atomically (a write that
-returned survives kill -9), and re-read by the server when its (mtime, size) changes, so `persmem oauth revoke`
-or `persmem agent revoke` takes effect at once. Every change is ONE locked read-modify-write: of two concurrent
-exchanges of one code exactly one wins, the other is seen as a replay.
+Like agents.json (agents.py), the file is changed under a lock and written atomically, and re-read by the server
+when it changes, so `persmem oauth revoke` or `persmem agent revoke` takes effect at once (registry_file.py). Every
+change is ONE locked read-modify-write: of two concurrent exchanges of one code exactly one wins, the other is seen
+as a replay.
 
 Secrets are never stored: codes, tokens and approval codes as SHA-256 (they are random, ≥ 60 bits for the
-short-lived, single-use approval code, 256 bits for the rest), the operator passphrase as scrypt.
+short-lived, single-use approval code, 256 bits for the rest), the operator passphrase as scrypt
+(operator_credential.py).
 
 The resource server's check (`agent_for_access_token`, on every MCP request and twice a second while a response
 streams) reads an in-memory index, rebuilt only when the file changed, and never writes.
@@ -15,16 +15,9 @@ streams) reads an in-memory index, rebuilt only when the file changed, and never
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import fcntl
-import hashlib
-import hmac
-import os
 import secrets
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,34 +25,26 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from persmem_core.auth.agents import secret_sha256
-from persmem_core.invocation import persmem_line
-from persmem_core.errors import UserError
-from persmem_core.fileio import atomic_write_bytes
+# check_time_spent: consent.py takes it from here
+from persmem_core.auth.oauth.operator_credential import OperatorCredential, check_time_spent  # noqa: F401
 from persmem_core.auth.oauth.records import (
     ACCESS_PREFIX,
     REFRESH_PREFIX,
     SPENT_REFRESH_KEPT,
     AccessRecord,
-    ApprovalCode,
     ClientRecord,
     CodeRecord,
     GrantRecord,
     GrantState,
-    OAuthFile,
     TokenSet,
 )
+from persmem_core.auth.oauth.registry_file import DAY, RegistryFile
+from persmem_core.errors import UserError
+from persmem_core.invocation import persmem_line
 
 if TYPE_CHECKING:
     from persmem_core.auth.agents import AgentStore
     from persmem_core.settings import OAuthConfig
-
-DAY = 86400.0
-ENDED_GRANTS_KEPT_DAYS = 30  # a grant whose refresh lapsed this long ago is dropped (listed as expired until then)
-UNUSED_CLIENT_DAYS = 1  # a registered client that never got a grant is dropped after this (registration is open)
-MIN_PASSWORD_CHARS = 12
-MAX_SECRET_CHARS = 1024  # longer operator secrets are refused before scrypt sees them
-SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
-APPROVAL_CODE_CHARS = 12  # base32: 60 bits, single use, for minutes; typed by a person, so grouped by 4
 
 
 class GrantError(Exception):
@@ -75,31 +60,6 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _iso_epoch(value: str) -> float:
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    return hashlib.scrypt(password.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=64 * 1024 * 1024, dklen=32)
-
-
-def check_time_spent(secret: str) -> None:
-    """The work of one passphrase check, done for nothing: a consent refused for another reason (an agent
-    that does not exist) takes as long as a wrong passphrase, so its timing does not tell them apart."""
-    _scrypt(secret[:MAX_SECRET_CHARS], b"\0" * 16, SCRYPT_N, SCRYPT_R, SCRYPT_P)
-
-
-def _normal_approval_code(secret: str) -> str | None:
-    """The approval code as generated (upper case, no separators), or None if `secret` cannot be one."""
-    code = "".join(secret.split()).replace("-", "").upper()
-    if len(code) != APPROVAL_CODE_CHARS or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for c in code):
-        return None
-    return code
-
-
 def grant_state(grant: GrantRecord, now: float | None = None) -> GrantState:
     """active, revoked (see `revoked_reason`) or expired (its refresh token lapsed unused)."""
     if grant.revoked is not None:
@@ -109,113 +69,19 @@ def grant_state(grant: GrantRecord, now: float | None = None) -> GrantState:
     return "active"
 
 
-class OAuthStore:
+class OAuthStore(RegistryFile, OperatorCredential):
     """oauth.json: the authorization server's writes (registration, consent, token endpoint, revocation, the
     CLI) and the resource server's token lookups."""
 
     def __init__(self, home: Path, agents: AgentStore, config_of: Callable[[], OAuthConfig]):
-        self.path = Path(home) / "oauth.json"
-        self._lock_path = Path(home) / ".oauth.lock"
+        super().__init__(home)
         self.agents = agents
         self._config_of = config_of  # called only when lifetimes are needed: the config may not validate yet
-        self._mutex = threading.Lock()
-        self._cache = OAuthFile()
-        self._cache_key: tuple[int, int, int] | None = None
-        self._by_access: dict[str, tuple[str, float]] = {}  # sha256 -> (grant_id, expires), live grants only
-        self._by_refresh: dict[str, tuple[str, bool]] = {}  # sha256 -> (grant_id, spent?), every grant
-
-    # -- reading -------------------------------------------------------
-    def _decode(self, data: bytes) -> OAuthFile:
-        try:
-            return msgspec.json.decode(data, type=OAuthFile)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise UserError(
-                f"{self.path}: the OAuth registry is damaged ({exc}). Restore it from a backup, or move it away: "
-                "remote clients then sign in again (each asks the operator for consent once more) and "
-                f"`{persmem_line('oauth', 'password')}` sets the operator passphrase again."
-            ) from None
-
-    def _stat_key(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        # every write is a new inode (atomic rename): two same-size writes within one clock tick still differ
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-    def _load(self) -> OAuthFile:
-        """The cached file, re-read if it changed on disk. Call with the mutex held."""
-        key = self._stat_key()
-        if key is None:
-            if self._cache_key is not None or self._cache.grants or self._cache.clients:
-                self._set_cache(OAuthFile(), None)
-            return self._cache
-        if key != self._cache_key:
-            self._set_cache(self._decode(self.path.read_bytes()), key)
-        return self._cache
-
-    def _set_cache(self, data: OAuthFile, key: tuple[int, int, int] | None) -> None:
-        self._cache, self._cache_key = data, key
-        by_access: dict[str, tuple[str, float]] = {}
-        by_refresh: dict[str, tuple[str, bool]] = {}
-        for grant in data.grants.values():
-            for spent in grant.spent_refresh:
-                by_refresh[spent] = (grant.grant_id, True)
-            if grant.refresh_sha256:
-                by_refresh[grant.refresh_sha256] = (grant.grant_id, False)
-            if grant.revoked is None:
-                for access in grant.access:
-                    by_access[access.token_sha256] = (grant.grant_id, access.expires)
-        self._by_access, self._by_refresh = by_access, by_refresh
-
-    def _snapshot(self) -> OAuthFile:
-        with self._mutex:
-            return self._load()
 
     def _agent_is(self, name: str, created: str) -> bool:
         """`name` exists unrevoked and is the same agent that was approved (not one revoked and added again)."""
         record = self.agents.agents().get(name)
         return record is not None and record.revoked is None and record.created == created
-
-    # -- changing ------------------------------------------------------
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[OAuthFile]:
-        """A fresh copy of the file (another process may have written it) for one read-modify-write; the caller
-        saves it with `_save` before leaving, or changes nothing."""
-        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                with self._mutex:
-                    # decoded anew, never the cached object: readers may hold records from it
-                    yield self._decode(self.path.read_bytes()) if self.path.exists() else OAuthFile()
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _save(self, data: OAuthFile) -> None:
-        """Prune, write atomically, and make the written content the cache. Call inside `_locked`."""
-        self._prune(data, time.time())
-        atomic_write_bytes(self.path, msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
-        self._set_cache(data, self._stat_key())
-
-    @staticmethod
-    def _prune(data: OAuthFile, now: float) -> None:
-        """Drop what can never be used again. Used codes stay until they would have expired, so a replay is
-        recognised; ended grants stay listed for a while, so `persmem oauth clients` shows what happened."""
-        data.codes = {h: c for h, c in data.codes.items() if c.expires > now}
-        kept_grants = {}
-        for grant_id, grant in data.grants.items():
-            if grant.refresh_expires + ENDED_GRANTS_KEPT_DAYS * DAY < now:
-                continue
-            grant.access = [a for a in grant.access if a.expires > now]
-            kept_grants[grant_id] = grant
-        data.grants = kept_grants
-        granted = {grant.client_id for grant in data.grants.values()}
-        data.clients = {
-            cid: c for cid, c in data.clients.items()
-            if cid in granted or _iso_epoch(c.registered) + UNUSED_CLIENT_DAYS * DAY > now
-        }
-        data.operator.approval_codes = [a for a in data.operator.approval_codes if a.expires > now]
 
     @staticmethod
     def _end(grant: GrantRecord, reason: str) -> None:
@@ -460,68 +326,3 @@ class OAuthStore:
     def grants(self) -> list[GrantRecord]:
         """Every grant still on file, newest first."""
         return sorted(self._snapshot().grants.values(), key=lambda g: g.created, reverse=True)
-
-    # -- the operator -------------------------------------------------------
-    def set_operator_password(self, password: str) -> None:
-        """Set the passphrase the operator types on the consent page (stored as scrypt)."""
-        if not isinstance(password, str) or len(password) < MIN_PASSWORD_CHARS:
-            raise UserError(f"the operator passphrase must be at least {MIN_PASSWORD_CHARS} characters; choose a "
-                            f"longer one, or let `{persmem_line('oauth', 'password', '--generate')}` make one.")
-        if len(password) > MAX_SECRET_CHARS:
-            raise UserError(f"the operator passphrase is longer than {MAX_SECRET_CHARS} characters; choose a "
-                            "shorter one.")
-        salt = secrets.token_bytes(16)
-        digest = _scrypt(password, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P)
-        encoded = f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${salt.hex()}${digest.hex()}"
-        with self._locked() as data:
-            data.operator.password_scrypt = encoded
-            self._save(data)
-
-    def new_approval_code(self, minutes: int = 10) -> str:
-        """A one-time code ("XXXX-XXXX-XXXX") that approves one consent within `minutes`."""
-        if not isinstance(minutes, int) or not 1 <= minutes <= 1440:
-            raise UserError("an approval code works for 1 to 1440 minutes; give --minutes in that range.")
-        code = base64.b32encode(secrets.token_bytes(8)).decode("ascii")[:APPROVAL_CODE_CHARS]
-        with self._locked() as data:
-            data.operator.approval_codes = [*data.operator.approval_codes,
-                                            ApprovalCode(code_sha256=secret_sha256(code), expires=time.time() + minutes * 60)]
-            self._save(data)
-        return "-".join(code[i:i + 4] for i in range(0, APPROVAL_CODE_CHARS, 4))
-
-    def has_operator_credential(self) -> bool:
-        """A passphrase is set, or an approval code is waiting to be used."""
-        operator = self._snapshot().operator
-        now = time.time()
-        return operator.password_scrypt is not None or any(a.expires > now for a in operator.approval_codes)
-
-    def check_operator(self, secret: str) -> bool:
-        """True if `secret` is the operator passphrase or a live approval code (which is then used up)."""
-        if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_CHARS:
-            return False
-        code = _normal_approval_code(secret)
-        if code is not None and self._use_approval_code(code):
-            return True
-        encoded = self._snapshot().operator.password_scrypt
-        if not encoded:
-            return False
-        try:
-            _, n, r, p, salt, expected = encoded.split("$")
-            digest = _scrypt(secret, bytes.fromhex(salt), int(n), int(r), int(p))
-        except ValueError:
-            raise UserError(f"{self.path}: the operator passphrase record is damaged; set it again with "
-                            f"`{persmem_line('oauth', 'password')}`.") from None
-        return hmac.compare_digest(digest.hex(), expected)
-
-    def _use_approval_code(self, code: str) -> bool:
-        hashed = secret_sha256(code)
-        now = time.time()
-        if not any(hmac.compare_digest(a.code_sha256, hashed) for a in self._snapshot().operator.approval_codes):
-            return False  # no write for what is surely not a code
-        with self._locked() as data:
-            codes = data.operator.approval_codes
-            match = next((a for a in codes if hmac.compare_digest(a.code_sha256, hashed) and a.expires > now), None)
-            if match is None:
-                return False
-            data.operator.approval_codes = [a for a in codes if a is not match]
-            self._save(data)
-        return True
