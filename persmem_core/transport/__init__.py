@@ -3,6 +3,7 @@
 - `server.py`          serving the tools over MCP Streamable HTTP: the ASGI app, its middleware, uvicorn
 - `tools.py`           plugin functions as MCP tools (caller injection, argument checks, clear errors, limits)
 - `stdio_bridge.py`    `persmem serve --transport stdio`: one client's stdio session, served by the home's owner
+- `stdio_eras.py`      a stdio session's protocol era, and the headers that route its messages to the owner
 - `local_server.py`    the owner's side of the local socket: MCP for local clients, and the owner's card
 - `ownership.py`       which process owns a home, and where the others reach it
 - `takeover.py`        a server taking a home: at once when nobody owns it, else from the one that does

@@ -14,7 +14,7 @@ the session's era. `initialize` opens a handshake-era session (MCP 2025-11-25 an
 to the owner as stateless POSTs carrying the negotiated version; a request carrying the 2026-07-28 `_meta`
 envelope (`server/discover`, or any request of a client that pins the version) opens a 2026-07-28 session,
 whose requests go as 2026-07-28 POSTs with the routing headers (`MCP-Protocol-Version`, `Mcp-Method`,
-`Mcp-Name`) mirrored from the body, so the owner answers them on the SDK's 2026-07-28 path.
+`Mcp-Name`) mirrored from the body, so the owner answers them on the SDK's 2026-07-28 path (stdio_eras.py).
 """
 
 from __future__ import annotations
@@ -32,23 +32,6 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
-from mcp.shared.inbound import (
-    MCP_METHOD_HEADER,
-    MCP_NAME_HEADER,
-    MCP_PROTOCOL_VERSION_HEADER,
-    NAME_BEARING_METHODS,
-    InboundLadderRejection,
-    classify_inbound_request,
-    encode_header_value,
-)
-from mcp_types import (
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    PROTOCOL_VERSION_META_KEY,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    UnsupportedProtocolVersionErrorData,
-)
-from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from persmem_core.errors import UserError
 from persmem_core.transport.local_server import (
@@ -67,6 +50,7 @@ from persmem_core.transport.ownership import (
     check_private_home,
     socket_path,
 )
+from persmem_core.transport.stdio_eras import Refused, SessionEra
 
 if TYPE_CHECKING:
     from persmem_core.host import Host
@@ -80,24 +64,6 @@ LOST_CALL = ("the persmem server stopped while answering this call (it was resta
              "calling again.")
 
 
-class Refused(Exception):
-    """A message the bridge answers itself with a JSON-RPC error, as the SDK's stdio server would."""
-
-    def __init__(self, code: int, message: str, data=None):
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def error(self) -> dict:
-        return {"code": self.code, "message": self.message} | ({"data": self.data} if self.data is not None else {})
-
-
-def has_modern_envelope(params) -> bool:
-    """Whether a request carries the 2026-07-28 per-request envelope: its reserved protocol-version key in
-    `params._meta` (handshake-era requests never carry it; their `_meta` holds e.g. a progressToken)."""
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
-
-
 class Bridge:
     """Carries one stdio client's messages to the owner, becoming the owner when there is none."""
 
@@ -105,9 +71,7 @@ class Bridge:
         self.host, self.agent = host, agent
         self.lock = OwnerLock(host.home)
         self.sock_path = socket_path(host.home)
-        self.protocol_version: str | None = None  # handshake era: the version `initialize` negotiated
-        self.era: str | None = None  # "legacy" or "modern", decided by the client's first request
-        self.modern_version = LATEST_MODERN_VERSION  # modern era: the version the client's requests name
+        self.session_era = SessionEra()  # the protocol era the client's first request decided
         self._owned: tuple[Host, LocalListener] | None = None
         self._had_owner = False  # an owner answered before: when it goes, another may be taking over
         self._owner_change = anyio.Lock()
@@ -177,7 +141,7 @@ class Bridge:
         headers = {AGENT_HEADER: self.agent, "content-type": "application/json",
                    "accept": "application/json, text/event-stream"}
         try:
-            headers |= self.era_headers(message, is_request)
+            headers |= self.session_era.headers(message, is_request)
         except Refused as refusal:
             if is_request:
                 await self._reply({"jsonrpc": "2.0", "id": request_id, "error": refusal.error()})
@@ -209,7 +173,7 @@ class Bridge:
                                            "JSON-RPC answer; its log says why."}}
         answer["id"] = request_id
         if message["method"] == "initialize" and isinstance(answer.get("result"), dict):
-            self.protocol_version = answer["result"].get("protocolVersion")
+            self.session_era.protocol_version = answer["result"].get("protocolVersion")
         await self._reply(answer)
 
     def cancel(self, message: dict) -> bool:
@@ -222,48 +186,6 @@ class Bridge:
             return False
         self.running[request_id][1].cancel()
         return True
-
-    def era_headers(self, message: dict, is_request: bool) -> dict[str, str]:
-        """The headers that put `message` on the owner's path for this session's protocol era; Refused when
-        the message does not belong to it (the same answers as the SDK's own stdio server gives)."""
-        method, params = message["method"], message.get("params")
-        if not isinstance(method, str):
-            raise Refused(INVALID_REQUEST, "invalid request: the method must be a string.")
-        enveloped = method != "initialize" and has_modern_envelope(params)
-        if self.era is None and is_request:  # decided before any await: lines are taken in the order they came
-            self.era = "modern" if enveloped else "legacy"
-        if not is_request:  # a notification: the owner acknowledges it on the path of the session's era
-            if self.era == "modern" or (self.era is None and enveloped):
-                return {MCP_PROTOCOL_VERSION_HEADER: self.modern_version, MCP_METHOD_HEADER: method}
-            return {MCP_PROTOCOL_VERSION_HEADER: self.protocol_version} if self.protocol_version else {}
-        if self.era == "legacy":
-            if enveloped:
-                raise Refused(INVALID_REQUEST, "this stdio session began with the initialize handshake (MCP "
-                              "2025-11-25 or earlier), so a request carrying the 2026-07-28 _meta envelope is "
-                              "not accepted on it; start a new session to speak 2026-07-28.")
-            if self.protocol_version and method != "initialize":
-                return {MCP_PROTOCOL_VERSION_HEADER: self.protocol_version}
-            return {}
-        if method == "initialize":
-            requested = params.get("protocolVersion") if isinstance(params, dict) else None
-            data = (UnsupportedProtocolVersionErrorData(supported=list(MODERN_PROTOCOL_VERSIONS), requested=requested)
-                    .model_dump(mode="json") if isinstance(requested, str) else
-                    {"supported": list(MODERN_PROTOCOL_VERSIONS)})
-            raise Refused(UNSUPPORTED_PROTOCOL_VERSION, "this stdio session serves MCP 2026-07-28 (its first "
-                          "request carried the 2026-07-28 envelope); the initialize handshake is not accepted on "
-                          "it: start a new session for an earlier version.", data)
-        route = classify_inbound_request(message)  # the envelope's own checks: what the headers cannot express
-        if isinstance(route, InboundLadderRejection):
-            raise Refused(route.code, route.message, route.data)
-        self.modern_version = route.protocol_version
-        headers = {MCP_PROTOCOL_VERSION_HEADER: route.protocol_version, MCP_METHOD_HEADER: method}
-        name_key = NAME_BEARING_METHODS.get(method)
-        if name_key is not None and name_key in params:
-            name = params[name_key]
-            if not isinstance(name, str):
-                raise Refused(INVALID_PARAMS, f"invalid params: {name_key!r} must be a string.")
-            headers[MCP_NAME_HEADER] = encode_header_value(name)
-        return headers
 
     async def _exchange(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict | None]:
         """POST one message to the owner: (HTTP status, the JSON-RPC answer in its body or None). An event stream
