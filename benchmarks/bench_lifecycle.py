@@ -420,7 +420,7 @@ def consolidation(sizes: list[int]) -> list[dict]:
     from persmem_memory_hnsw.service import open_service
 
     try:
-        from persmem_memory_hnsw.consolidate import consolidate
+        from persmem_memory_hnsw.lifecycle.consolidation import consolidate
     except ImportError:
         print("(consolidate.py is not there yet: no consolidation timing)")
         return []

@@ -11,7 +11,6 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - collection.py    one collection: its state, opening, reads and search; the writes of writing/ bound to it
 - permissions.py   who may change a memory
 - sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks
-- consolidate.py   clusters of mature similar memories -> consolidated memories; the idle-time job
 - snapshot.py      reading the logs without the lock (stats, export, doctor)
 - backup.py        the backup hook's copy of each collection's log
 - reseal.py        `persmem key migrate|rotate` for the memory store: every file sealed as new writes are
@@ -19,7 +18,8 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - store/           what is kept: the record log, the rows, the vector and BM25 indexes, opening a collection
 - search/          ranking at query time: fusion, what the query says, the lifecycle's weights, replies
 - embedding/       the ONNX embedder, the background queue, model export
-- lifecycle/       what a new memory is to the older ones: a restatement or a duplicate
+- lifecycle/       what a new memory is to the older ones (a restatement, a duplicate), and consolidation: mature
+                   clusters of similar memories -> consolidated memories, the idle-time job
 - writing/         the write path: store, changes, the embedder's vectors, the stream's writes, the commit
 - cluster/         replication over NATS JetStream, and a collection following it
 - panel_templates/ the panels' Jinja templates

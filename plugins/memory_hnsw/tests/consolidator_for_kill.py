@@ -6,7 +6,7 @@ from pathlib import Path
 
 from persmem_memory_hnsw.collection import Collection
 from persmem_memory_hnsw.config import MemoryConfig
-from persmem_memory_hnsw.consolidate import consolidate
+from persmem_memory_hnsw.lifecycle.consolidation import consolidate
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 
 config = MemoryConfig(consolidate_min_age_days=0)

@@ -178,7 +178,7 @@ def test_kill_9_between_acknowledgement_and_embedding_loses_nothing(tmp_path, em
 
 
 def test_consolidation_takes_memories_not_embedded_yet(tmp_path, embedder):
-    from persmem_memory_hnsw.consolidate import consolidate
+    from persmem_memory_hnsw.lifecycle.consolidation import consolidate
 
     embedding = BackgroundEmbedder()  # never started: every memory is still waiting for its vector
     config = MemoryConfig(consolidate_min_age_days=0)

@@ -172,7 +172,7 @@ def consolidated(col) -> dict[str, list[str]]:
 
 def test_kill_9_during_consolidation_leaves_whole_clusters_and_every_memory(tmp_path, embedder):
     from persmem_memory_hnsw.collection import NewMemory
-    from persmem_memory_hnsw.consolidate import consolidate
+    from persmem_memory_hnsw.lifecycle.consolidation import consolidate
 
     base = tmp_path / "base"
     col = open_collection(base, embedder)

@@ -34,7 +34,7 @@ def clusters(report) -> dict[str, tuple[str, ...]]:
 
 
 def test_the_graph_gives_the_exact_clusters_on_every_run_and_a_second_run_adds_nothing(collection):
-    from persmem_memory_hnsw.consolidate import consolidate
+    from persmem_memory_hnsw.lifecycle.consolidation import consolidate
 
     config = collection.config
     exact = consolidate(collection, config, dry_run=True, graph=False)
