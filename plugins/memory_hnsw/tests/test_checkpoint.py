@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from persmem_memory_hnsw.store import checkpoint
+from persmem_memory_hnsw.store import checkpoint, checkpoint_load
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
@@ -272,8 +272,8 @@ def test_a_sealed_checkpoint_holds_no_plaintext(tmp_path, embedder):
     assert_same_collection(fast, open_replayed(folder, embedder, sealer))
     fast.close()
     with pytest.raises(SealingError, match="checkpoint.bin"):  # another key: stopped, never replayed over
-        checkpoint.load(folder, Rows(), fast.vectors, folder / "records.log", model_id=embedder.model_id,
-                        sealer=_sealer())
+        checkpoint_load.load(folder, Rows(), fast.vectors, folder / "records.log", model_id=embedder.model_id,
+                             sealer=_sealer())
 
 
 def test_key_migrate_drops_a_checkpoint_the_log_reseal_invalidates(tmp_path, embedder):
@@ -350,12 +350,12 @@ def test_a_checkpoint_from_before_the_per_author_statistics_counts_them_on_load(
     col.close()
     path, meta = folder / "checkpoint.bin", folder / "checkpoint.bin.meta.json"
     data = path.read_bytes()
-    (length,) = checkpoint._LENGTH.unpack_from(data, len(checkpoint.MAGIC))
-    start = len(checkpoint.MAGIC) + checkpoint._LENGTH.size
+    (length,) = checkpoint.LENGTH.unpack_from(data, len(checkpoint.MAGIC))
+    start = len(checkpoint.MAGIC) + checkpoint.LENGTH.size
     state = msgspec.msgpack.decode(data[start:start + length])
     assert set(state["scope_alive"]) and state.pop("scope_alive") and state.pop("scope_len")
     encoded = msgspec.msgpack.encode(state)
-    path.write_bytes(checkpoint.MAGIC + checkpoint._LENGTH.pack(len(encoded)) + encoded + data[start + length:])
+    path.write_bytes(checkpoint.MAGIC + checkpoint.LENGTH.pack(len(encoded)) + encoded + data[start + length:])
     recorded = json.loads(meta.read_text())
     recorded["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     meta.write_text(json.dumps(recorded))

@@ -8,7 +8,10 @@
 - `query.py`       filters, tags, labels and dates read from what a caller typed (tools and panels), and the rows
                    they match
 - `contexts.py`    neighbouring chunks' text and the question a chunk replies to, kept with it
-- `checkpoint.py`  the rows, BM25 and int8 vectors saved as of a log offset, so a restart need not replay the log
+- `checkpoint.py`  the rows, BM25 and int8 vectors saved as of a log offset, so a restart need not replay the log:
+                   its format, names, dropping it
+- `checkpoint_save.py`  writing the checkpoint (temp file, fsync, rename, then its sidecar)
+- `checkpoint_load.py`  loading a checkpoint that fits the log, model and format into empty rows
 - `replay.py`      opening a collection: checkpoint or log replay, model check, index load + reconcile, or rebuild
 - `heap.py`        growing numpy columns, handing freed memory back to the OS
 """

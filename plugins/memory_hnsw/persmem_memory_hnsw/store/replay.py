@@ -19,7 +19,7 @@ import numpy as np
 
 from persmem_core.sdk import UserError, atomic_write_bytes
 
-from . import checkpoint
+from . import checkpoint, checkpoint_load, checkpoint_save
 from .log import RecordLog, read_frames
 from .records import Memory, Put
 from .rows import Rows
@@ -47,7 +47,8 @@ def open_rows(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIn
     clock = time.perf_counter()
     loaded = None
     if keep_vectors:
-        loaded = checkpoint.load(folder, rows, vectors, record_log.path, model_id=model_id, sealer=record_log.sealer)
+        loaded = checkpoint_load.load(folder, rows, vectors, record_log.path, model_id=model_id,
+                                      sealer=record_log.sealer)
     if loaded is None:
         replay_log(record_log, rows, vectors, dim, keep_vectors=keep_vectors)
         return Opened(from_checkpoint=False, tail_entries=0, timings={"full_replay": time.perf_counter() - clock})
@@ -64,8 +65,8 @@ def open_rows(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIn
 def save_checkpoint(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIndex, model_id: str) -> None:
     """Save the rows and the int8 vectors as of the log's end (store/checkpoint.py); the caller holds the write lock.
     OSError like an index save (the checkpoint is optional: the next open replays the whole log without it)."""
-    checkpoint.save(folder, rows, vectors, record_log.path, record_log.size, record_log.dead_bytes, model_id,
-                    record_log.sealer)
+    checkpoint_save.save(folder, rows, vectors, record_log.path, record_log.size, record_log.dead_bytes, model_id,
+                         record_log.sealer)
 
 
 def drop_checkpoint(folder: Path, rows: Rows | None = None) -> None:
