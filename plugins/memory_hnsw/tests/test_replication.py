@@ -25,7 +25,8 @@ from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
 from persmem_memory_hnsw.embedding.background import BackgroundEmbedder
 from persmem_memory_hnsw.store.log import LOG_NAME, read_frames
-from persmem_memory_hnsw.cluster.replication import STREAM, Replication, subject
+from persmem_memory_hnsw.cluster.replication import Replication
+from persmem_memory_hnsw.cluster.stream_names import STREAM, subject
 
 pytestmark = pytest.mark.timeout(300)
 KEY = Sealer({"cc" * 8: bytes([3]) * 32}, "cc" * 8, True)  # the key every node of the cluster shares
@@ -266,7 +267,7 @@ def bound_purpose_of(intruder, seq):
     """What the write at `seq` of the memory stream was sealed for (its subject, message id and "before"): what
     only a node, holding the key, can open it with."""
     from persmem_core.sdk import bound_purpose
-    from persmem_memory_hnsw.cluster.replication import BEFORE, WRITE_KIND
+    from persmem_memory_hnsw.cluster.stream_names import BEFORE, WRITE_KIND
 
     msg = intruder.run(lambda js: js.get_msg(STREAM, seq))
     return bound_purpose(WRITE_KIND, msg.subject, msg.headers["Nats-Msg-Id"], int(msg.headers[BEFORE]))
@@ -299,7 +300,7 @@ def test_writes_an_earlier_persmem_stored_still_apply_and_the_same_kind_after_th
     """A cluster upgraded in place: writes stored before binding (sealed as `memory.replica`, bound to nothing) are
     applied as before; the first node of this version publishes the marker, and the same kind of write after it
     is refused."""
-    from persmem_memory_hnsw.cluster.replication import PURPOSE
+    from persmem_memory_hnsw.cluster.stream_names import PURPOSE
 
     caplog.set_level(logging.ERROR, logger="persmem.memory")
     alone = Collection("memories", tmp_path / "alone", embedder, MemoryConfig(), KEY).open()  # what an old node wrote

@@ -27,57 +27,40 @@ to one stream, and every persmem node applies that stream to its own log, rows a
   its collection and the sequence it reaches; one that does not open is not used (the node replays the stream).
   Writes stored by an earlier persmem (before the stream's first marker, `persmem.memory._binding`) and its
   snapshots read as before: the writes as they are, the snapshots not at all (the stream is replayed instead).
+
+This module is `Replication`: making and describing the stream, publishing writes, following collections and
+checking a write's place. The stream's names are in stream_names.py, the `Follower` in follower.py, snapshots in
+snapshots.py (mixed into Replication).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import queue
 import secrets
-import shutil
-import tarfile
-import tempfile
-import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 
 from persmem_core.sdk import (
     FrameRefused,
-    KeyNotOnHand,
     Sealer,
-    SealingError,
     StreamBinding,
     UserError,
-    bound_purpose,
-    is_sealed,
     stream_problems,
 )
 
 from ..store.log import WriteFailed
 from ..store.records import Entry
+from .follower import Follower
+from .snapshots import SNAPSHOTS, ReplicationSnapshots
+from .stream_names import BEFORE, MARKER, PURPOSE, STREAM, SUBJECT_PREFIX, WRITE_KIND, subject
 
 log = logging.getLogger("persmem.memory")
 
-STREAM = "PERSMEM_MEMORY"
-SUBJECT_PREFIX = "persmem.memory."
-SNAPSHOTS = "persmem_memory_snapshots"  # object store bucket: one object per collection, its newest snapshot
-PURPOSE = b"memory.replica"  # what a stream message was sealed as before messages were bound to their place
-WRITE_KIND = b"persmem.memory.write"  # what a bound stream message is sealed as (with its place: StreamBinding)
-SNAPSHOT_KIND = b"persmem.memory.snapshot"  # a snapshot, sealed with its collection and the sequence it reaches
-MARKER = SUBJECT_PREFIX + "_binding"  # the stream's binding marker (no collection is called that)
-BEFORE = "Nats-Expected-Last-Subject-Sequence"  # the header holding the write before this one on its subject
 MAX_MESSAGE = 8 << 20  # a bulk store of 1,000 memories with their text fits; the stream refuses larger
 REFUSE_AFTER_TIMEOUT = 5.0  # seconds writes are refused at once after one waited the whole timeout (no quorum):
 # a write waits for the cluster under its collection's write lock, which holds that node's searches of it too
-APPLY_BATCH = 512  # messages a follower hands over at once (one write lock)
-QUEUE_LIMIT = 2048  # messages received and not applied yet, at most (then the consumer waits)
-SNAPSHOT_FILES = ("records.log", "vectors.hnsw", "vectors.hnsw.meta.json", "checkpoint.bin", "checkpoint.bin.meta.json",
-                  "model.json")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[Entry])
@@ -96,11 +79,7 @@ class ReplicationFailed(WriteFailed):
     with it: calling again later may succeed."""
 
 
-def subject(collection: str) -> str:
-    return SUBJECT_PREFIX + collection
-
-
-class Replication:
+class Replication(ReplicationSnapshots):
     """The memory stream of one persmem node: publishing writes, following collections, snapshots."""
 
     def __init__(self, link, sealer: Sealer, *, replicas: int, timeout: float):
@@ -338,118 +317,6 @@ class Replication:
 
         return self._run(_next, "check a write's place") == seq
 
-    # -- snapshots ----------------------------------------------------------------------------------------
-    def snapshot_seq(self, collection: str) -> int:
-        """The stream sequence the collection's newest snapshot reaches (0: there is none)."""
-        from nats.js.errors import NotFoundError, ObjectNotFoundError
-
-        async def _info():
-            try:
-                return await (await self.link.js.object_store(SNAPSHOTS)).get_info(collection)
-            except (NotFoundError, ObjectNotFoundError):
-                return None
-
-        info = self._run(_info, "read the snapshot's sequence")
-        return 0 if info is None else _applied_seq(info.headers)
-
-    def publish_snapshot(self, collection: str, files: dict[str, tuple[object, int]], applied_seq: int, *,
-                         newer_than: int) -> bool:
-        """Put the collection's files (name -> (open binary file, bytes to copy)) in the object store as one tar,
-        marked with the sequence they reach, unless another node put one after `newer_than` (this node's previous
-        snapshot): then that one serves, and this node waits for its next turn. The tar is spooled through a
-        temporary file, not memory. The files are closed. Returns whether it put."""
-        from nats.js.api import ObjectMeta
-
-        try:
-            if self.snapshot_seq(collection) > newer_than:  # another node put one since this node's last
-                return False
-            with tempfile.TemporaryFile() as plain, tempfile.TemporaryFile() as spool:
-                with tarfile.open(fileobj=plain, mode="w") as tar:
-                    for name, (f, size) in files.items():
-                        info = tarfile.TarInfo(name)
-                        info.size = size
-                        tar.addfile(info, f)
-                plain.seek(0)  # sealed as a whole, for this collection and this sequence (plain without a key)
-                self.sealer.seal_stream(plain, spool, bound_purpose(SNAPSHOT_KIND, collection, applied_seq))
-                size = spool.tell()
-                meta = ObjectMeta(name=collection, description=f"applied_seq {applied_seq}",
-                                  headers={"Persmem-Applied-Seq": str(applied_seq)})
-
-                async def _put():
-                    spool.seek(0)
-                    return await (await self.link.js.object_store(SNAPSHOTS)).put(collection, spool, meta=meta)
-
-                self._run(_put, "publish a snapshot", timeout=max(60.0, self.timeout))
-        finally:
-            for f, _ in files.values():
-                f.close()
-        log.info("memory: snapshot of %s at sequence %d published (%d bytes)", collection, applied_seq, size)
-        return True
-
-    def restore_snapshot(self, collection: str, folder: Path) -> int:
-        """Write the collection's newest snapshot into the empty `folder`; returns the sequence it reaches (0 and
-        nothing written when there is none). Read through a temporary file; tried again if it changes meanwhile."""
-        from nats.js.errors import NotFoundError, ObjectNotFoundError
-
-        for attempt in range(3):
-            with tempfile.TemporaryFile() as spool:
-                async def _get():
-                    spool.seek(0)
-                    spool.truncate()
-                    try:
-                        return await (await self.link.js.object_store(SNAPSHOTS)).get(collection, writeinto=spool)
-                    except (NotFoundError, ObjectNotFoundError):
-                        return None
-
-                try:
-                    got = self._run(_get, "read a snapshot", timeout=max(60.0, self.timeout))
-                except Exception as exc:  # noqa: BLE001 - another node replacing it: read the new one
-                    if attempt == 2:
-                        raise
-                    log.warning("memory: reading the snapshot of %s failed (%s); trying again", collection, exc)
-                    continue
-                if got is None or not spool.tell():
-                    return 0
-                applied_seq = _applied_seq(got.info.headers)
-                spool.seek(0)
-                plain = self._open_snapshot(collection, spool, applied_seq)
-                if plain is None:
-                    return 0
-                folder.mkdir(parents=True, exist_ok=True)
-                with plain, tarfile.open(fileobj=plain, mode="r") as tar:
-                    for member in tar.getmembers():
-                        if member.name not in SNAPSHOT_FILES or not member.isfile():
-                            raise UserError(f"the snapshot of {collection!r} holds {member.name!r}, which is not a "
-                                            "collection file; nothing was written from it. Remove the snapshot (nats "
-                                            f"object rm {SNAPSHOTS} {collection}) and restart.")
-                        with open(folder / member.name, "wb") as out:
-                            shutil.copyfileobj(tar.extractfile(member), out, 1 << 20)
-                            out.flush()
-                            os.fsync(out.fileno())
-                return applied_seq
-        return 0
-
-    def _open_snapshot(self, collection: str, spool, applied_seq: int):
-        """The snapshot's tar (a temporary file, at its start) once it opens as this collection's at `applied_seq`;
-        None (logged) when it does not: the collection then starts from the stream's first write instead."""
-        plain = tempfile.TemporaryFile()
-        head = spool.read(4)
-        spool.seek(0)
-        if self.sealer.enabled and not is_sealed(head):
-            log.warning("memory: the snapshot of %s is not sealed (an earlier persmem's, or not a node's): not used; "
-                        "the collection is built from the memory stream instead", collection)
-            plain.close()
-            return None
-        try:
-            self.sealer.open_stream(spool, plain, bound_purpose(SNAPSHOT_KIND, collection, applied_seq))
-        except SealingError as exc:
-            log.error("memory: the snapshot of %s does not open as this collection's at sequence %d (%s): not used; "
-                      "the collection is built from the memory stream instead", collection, applied_seq, exc)
-            plain.close()
-            return None
-        plain.seek(0)
-        return plain
-
     def _run(self, make, what: str, timeout: float | None = None):
         """Run the coroutine `make()` makes on the link's loop. Reads and creations that may be asked again: a
         timeout or "no leader yet" (a NATS server failing over) is retried for up to three times `timeout`."""
@@ -470,115 +337,3 @@ class Replication:
                                             "its state.") from None
                 time.sleep(0.25)
 
-
-class Follower:
-    """Applies one collection's stream, in order, from `after + 1`: an ordered consumer puts messages in a queue,
-    a thread hands them to `apply` in batches."""
-
-    def __init__(self, replication: Replication, collection: str, after: int,
-                 apply: Callable[[list[tuple[int, list]]], None]):
-        self.replication, self.collection, self.after, self.apply = replication, collection, after, apply
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=f"memory-follow-{collection}", daemon=True)
-        self._subscription = None
-        self._stopped = False
-        self._last = None  # the sequence of the last message of the collection received (None: none yet)
-        self.failed: BaseException | None = None  # what stopped it applying (the log has the traceback)
-
-    def start(self) -> Follower:
-        from nats.js.api import ConsumerConfig, DeliverPolicy
-
-        link = self.replication.link
-
-        async def _received(msg):
-            self._queue.put((msg.metadata.sequence.stream, msg.data, msg.headers or {}))
-            while self._queue.qsize() > QUEUE_LIMIT and not self._stopped:  # the applier is behind: hold the
-                await asyncio.sleep(0.01)  # consumer (flow control pauses the server), not a growing queue
-
-        async def _subscribe():
-            if self.after:
-                config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.after + 1)
-            else:
-                config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
-            return await link.js.subscribe(subject(self.collection), stream=STREAM, cb=_received,
-                                           ordered_consumer=True, config=config, idle_heartbeat=2.0)
-
-        self._subscription = self.replication._run(_subscribe, "follow the collection")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopped = True
-        self._queue.put(None)
-        if self._subscription is not None:
-            try:
-                self.replication.link.run(self._subscription.unsubscribe(), timeout=2)
-            except Exception:  # noqa: BLE001 - closing anyway
-                pass
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stopped:
-            item = self._queue.get()
-            batch = []
-            while item is not None:
-                seq, data, headers = item
-                try:
-                    batch.append((seq, self._open(seq, data, headers)))
-                except FrameRefused as exc:  # not a node's write for this place: passed over on every node alike
-                    log.error("memory: a write to %s was refused, not applied: %s", self.collection, exc)
-                    batch.append((seq, []))
-                except SealingError as exc:  # another key: applying nothing more is right, skipping would lose data
-                    log.error("memory: stream message %d of %s does not open with this node's key (%s); this node "
-                              "stops following it. Every node of a cluster needs the same key.", seq,
-                              self.collection, exc)
-                    self.failed = exc
-                    return
-                except Exception:  # noqa: BLE001 - garbage no persmem node wrote: passed over, its place kept
-                    log.exception("memory: stream message %d of %s is not a persmem write; passed over", seq,
-                                  self.collection)
-                    batch.append((seq, []))
-                if len(batch) >= APPLY_BATCH:
-                    break
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    item = False
-                    break
-            if batch:
-                try:
-                    self.apply(batch)
-                except Exception as exc:  # noqa: BLE001 - stop here rather than apply later writes over a gap
-                    log.exception("memory: applying stream messages %d-%d of %s failed; this node stops following "
-                                  "it (writes to it wait, then fail) until the server is restarted", batch[0][0],
-                                  batch[-1][0], self.collection)
-                    self.failed = exc
-                    return
-            if item is None:
-                return
-
-    def _open(self, seq: int, data: bytes, headers: dict) -> list:
-        """A received message's entries once it opens as a write of this collection whose "before" is the message
-        received before it (the first one's is asked of the stream). FrameRefused otherwise."""
-        last, self._last = self._last, seq
-        entries = self.replication.open_write(seq, data, self.collection, headers)
-        if not self.replication.binding.on or seq < self.replication.binding.bound_from:
-            return entries  # unbound: written before binding began, or no key to bind with
-        before = int(headers.get(BEFORE, "-1"))  # opened, so it is the number it was sealed with
-        if last is not None:
-            in_place = before == last
-        else:
-            in_place = self.replication.previous_on_subject(self.collection, before, seq)
-        if not in_place:
-            raise FrameRefused(f"{STREAM} sequence {seq} was sealed to follow the write at {before}, but it follows "
-                               f"{last if last is not None else 'another one'}: it is an earlier write published "
-                               "again (replayed), and is refused (check who can reach the NATS servers: `persmem "
-                               "doctor`)")
-        return entries
-
-
-def _applied_seq(headers) -> int:
-    """The Persmem-Applied-Seq header of a snapshot (nats-py gives header values as strings or lists)."""
-    value = (headers or {}).get("Persmem-Applied-Seq", "0")
-    value = value[0] if isinstance(value, list) else value
-    return int(value) if str(value).isdigit() else 0
