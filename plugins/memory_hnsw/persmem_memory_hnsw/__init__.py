@@ -7,6 +7,7 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - tools.py         the MCP tools (persMEM's names and arguments)
 - panels.py        the dashboard panels (Overview, Memories, Lifecycle); panel_templates/ holds their templates
 - commands.py      `persmem memory ...`
+- export_format.py the JSON Lines records of `persmem memory export` and `import`: a memory as a record and back
 - service.py       the plugin's service in host.state: all collections, the shared embedder, the owner lock
 - collection.py    one collection: its state, opening, reads and search; the writes of writing/ bound to it
 - permissions.py   who may change a memory

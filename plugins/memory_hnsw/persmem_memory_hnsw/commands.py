@@ -117,8 +117,8 @@ def reindex() -> None:
 def export_(path: Path, collection: str | None) -> None:
     """Write every memory (with its history, links, feedback and validity dates) as JSON Lines to PATH ('-' for
     stdout). Works while a server runs: it reads the record logs as they are."""
+    from .export_format import record_of
     from .store.query import did_you_mean
-    from .store.records import iso_exact, public, public_version
 
     store = _read_store()
     if collection is not None and collection not in store:
@@ -130,16 +130,7 @@ def export_(path: Path, collection: str | None) -> None:
             if collection not in (None, name):
                 continue
             for memory in snapshot.memories():
-                record = public(memory)
-                # Microseconds: an import restores the time as it was.
-                record["created"], record["updated"] = iso_exact(memory.created), iso_exact(memory.updated)
-                record["history"] = [public_version(v) for v in memory.history]
-                if memory.context:
-                    record["context"] = memory.context
-                if memory.reply_to:
-                    record["reply_to"] = memory.reply_to
-                record.update(_lifecycle_record(memory))
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                out.write(json.dumps(record_of(memory), ensure_ascii=False) + "\n")
                 count += 1
     finally:
         if out is not sys.stdout:
@@ -160,9 +151,7 @@ def import_(path: Path, keep_identities: bool) -> None:
     """Import memories from a JSON Lines file written by `persmem memory export` (ids, authors, times, links,
     feedback and validity dates kept). Identity and directive entries are left out unless --keep-identity-entries
     says the file is trusted."""
-    from .collection import NewMemory
-    from .store.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
-    from .store.query import check_visible_label, parse_label
+    from .export_format import memory_of
 
     batches: dict[str, list] = {}
     links: dict[str, dict[str, dict]] = {}  # collection -> id -> the lifecycle fields set after the store
@@ -172,27 +161,7 @@ def import_(path: Path, keep_identities: bool) -> None:
                 continue
             try:
                 rec = json.loads(line)
-                context, reply_to = rec.get("context") or "", rec.get("reply_to") or ""
-                for key, value, limit in (("context", context, MAX_CONTEXT_CHARS),
-                                          ("reply_to", reply_to, MAX_QUESTION_CHARS)):
-                    if not isinstance(value, str):
-                        raise TypeError(f"{key} must be a string, not {type(value).__name__}")
-                    if len(value) > limit:
-                        raise ValueError(f"{key} is {len(value)} characters, at most {limit}")
-                author = rec.get("author")
-                if author is not None:
-                    if not isinstance(author, str) or not author.strip():
-                        raise TypeError("author must be a name")
-                    check_visible_label(author, "author")
-                lifecycle = _lifecycle_from(rec)
-                item = NewMemory(content=rec["content"], project=parse_label(rec.get("project", "general"), "project"),
-                                 type=parse_label(rec.get("type", "session_note"), "type"),
-                                 tags=_tags(rec.get("tags", [])),
-                                 memory_id=rec.get("id"), author=author, created=_created(rec),
-                                 context=context, reply_to=reply_to,
-                                 consolidates=lifecycle.pop("consolidates"),
-                                 valid_until=lifecycle.pop("valid_until"),
-                                 review_after=lifecycle.pop("review_after"))
+                item, lifecycle = memory_of(rec)
             except (json.JSONDecodeError, KeyError, TypeError, ValueError, UserError) as exc:
                 raise click.ClickException(f"{path}:{number}: not a memory record ({exc}).") from None
             name = rec.get("collection", "memories")
@@ -212,17 +181,6 @@ def import_(path: Path, keep_identities: bool) -> None:
         _say_held_back(held, "persmem memory import", path)
     finally:
         service.stop()
-
-
-def _tags(value) -> list[str]:
-    """An exported memory's tags: a list of strings, each one line of visible text."""
-    from .store.query import check_visible_label
-
-    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
-        raise TypeError("tags must be a list of strings")
-    for tag in value:
-        check_visible_label(tag, "tag")
-    return list(value)
 
 
 def _hold_back_identities(batches: dict[str, list], keep: bool) -> dict[str, int]:
@@ -260,51 +218,6 @@ def _say_held_back(held: dict[str, int], command: str, source) -> None:
                    "already imported is skipped).")
 
 
-def _lifecycle_record(memory) -> dict:
-    """A memory's lifecycle fields as an export writes them (only those set; times ISO with microseconds)."""
-    from .store.records import iso_exact
-
-    record = {}
-    if memory.supersedes:
-        record["supersedes"] = list(memory.supersedes)
-    if memory.link_history:
-        record["link_history"] = [{"action": c.action, "target": c.target, "by": c.by, "at": iso_exact(c.at),
-                                   "how": c.how, "detail": c.detail} for c in memory.link_history]
-    if memory.consolidates:
-        record["consolidates"] = list(memory.consolidates)
-    if memory.feedback:
-        record["feedback"] = [{"by": f.by, "at": iso_exact(f.at), "helpful": f.helpful, "note": f.note}
-                              for f in memory.feedback]
-    for key in ("valid_until", "review_after"):
-        if getattr(memory, key):
-            record[key] = iso_exact(getattr(memory, key))
-    return record
-
-
-def _lifecycle_from(record: dict) -> dict:
-    """The lifecycle fields of an exported record, typed (TypeError / ValueError when malformed)."""
-    from .store.records import Feedback, LinkChange, parse_iso
-
-    def ids(key: str) -> list[str]:
-        value = record.get(key) or []
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise TypeError(f"{key} must be a list of memory ids")
-        return value
-
-    def when(key: str) -> float:
-        value = record.get(key)
-        return parse_iso(value) if isinstance(value, str) and value else 0.0
-
-    history = [LinkChange(action=str(c["action"]), target=str(c["target"]), by=str(c["by"]), at=parse_iso(c["at"]),
-                          how=str(c.get("how", "")), detail=str(c.get("detail", "")))
-               for c in record.get("link_history") or []]
-    feedback = [Feedback(by=str(f["by"]), at=parse_iso(f["at"]), helpful=bool(f["helpful"]),
-                         note=str(f.get("note", ""))) for f in record.get("feedback") or []]
-    return {"supersedes": ids("supersedes"), "link_history": history, "feedback": feedback,
-            "consolidates": ids("consolidates"), "valid_until": when("valid_until"),
-            "review_after": when("review_after")}
-
-
 def _restore_links(col, fields: dict[str, dict]) -> int:
     """Give the memories just imported their supersedes links, link history and feedback, as exported: one log
     append per memory, after every memory of the file is stored (a link may name one stored after it)."""
@@ -321,7 +234,7 @@ def consolidate(dry_run: bool, collection: str | None, project: str | None, as_j
     """Gather mature clusters of similar memories into consolidated memories (extractive; members are kept and
     stay searchable; nothing is deleted). Every author's memories, each author's and project's clustered apart.
     Private collections (session turns) are never consolidated."""
-    from .consolidate import consolidate as run
+    from .lifecycle.consolidation import consolidate as run
     from .permissions import is_private
     from .store.query import did_you_mean
 
@@ -377,17 +290,6 @@ def import_chroma(path: Path, chroma_collection: str | None, keep_identities: bo
         _say_held_back(held, "persmem memory import-chroma", path)
     finally:
         service.stop()
-
-
-def _created(record: dict) -> float | None:
-    """When an exported memory was stored: its ISO `created` (or `created_ts`, the seconds older exports wrote)."""
-    from .store.records import parse_iso
-
-    if isinstance(record.get("created"), str):
-        return parse_iso(record["created"])
-    if isinstance(record.get("created_ts"), (int, float)):
-        return float(record["created_ts"])
-    return None
 
 
 def _store_batches(service, batches: dict[str, list], author: str) -> dict[str, set[str]]:
