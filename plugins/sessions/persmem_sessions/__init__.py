@@ -12,6 +12,7 @@ Modules, one job each:
 - `config.py`     the [sessions] section of persmem.toml
 - `service.py`    the sessions of this host, opened at startup and kept in `host.state`
 - `hook.py`       the client hooks run: stdlib only, fail open, talks to the running server
+- `hook_connection.py` how the hook reaches the server: the user's own socket (checked before a byte) or --url
 - `web.py`        /sessions: what the client hooks call on the server (capture, briefing, recall)
 - `tools.py`      the MCP tools: list, read and search the caller's own archived sessions
 - `panels.py`     the dashboard's Sessions panel

@@ -64,7 +64,7 @@ def status() -> None:
     """Show which persmem hooks are installed, and whether a server is answering for them."""
     from persmem_core.sdk import get_host
 
-    from .hook import socket_path
+    from .hook_connection import socket_path
     from .installer import status as target_status
 
     host = get_host()
@@ -80,7 +80,7 @@ def _state(home: str, sock: str) -> str:
     it, that is not this user's is reported, not trusted)."""
     import socket
 
-    from .hook import HookFailed, Untrusted, check_peer, trusted_socket
+    from .hook_connection import HookFailed, Untrusted, check_peer, trusted_socket
 
     try:
         trusted_socket(home, sock)
