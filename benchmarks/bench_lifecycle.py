@@ -24,7 +24,7 @@ Three parts:
   weights 0: the ranking before the lifecycle) and `lifecycle` (defaults).
 - consolidation: seconds for a consolidation pass over 10k and 100k memories
   (in-process on a store loaded through the Python API), when
-  consolidate.py is there.
+  lifecycle/consolidation.py is there.
 """
 
 from __future__ import annotations
@@ -422,7 +422,7 @@ def consolidation(sizes: list[int]) -> list[dict]:
     try:
         from persmem_memory_hnsw.lifecycle.consolidation import consolidate
     except ImportError:
-        print("(consolidate.py is not there yet: no consolidation timing)")
+        print("(lifecycle/consolidation.py is not there yet: no consolidation timing)")
         return []
     data, out = load(), []
     for n in sizes:

@@ -94,7 +94,7 @@ class MemoryConfig(ConfigSection):
                                 "Measured with the default model: prompts about a stored fact score 0.55-0.88, "
                                 "unrelated prompts at most 0.43.")
     ] = 0.45
-    # -- the lifecycle: memory that stays true (search/weighing.py, consolidate.py; docs/memory.md) --
+    # -- the lifecycle: memory that stays true (search/weighing.py, lifecycle/consolidation.py; docs/memory.md) --
     supersede_detect: Annotated[
         bool, Meta(description="memory_store links a new memory to an older one of the same project it restates "
                                "(same author, or one it may edit) as superseding it: the older one then ranks "

@@ -260,7 +260,7 @@ CLUSTER_MEMBER_IDS = 10  # member ids listed per cluster (memory_get of the cons
 
 
 def consolidation_reply(report, collection: str, dry_run: bool, budget: int) -> dict:
-    """memory_consolidate's reply for a consolidate.ConsolidationReport: counts, then each cluster (its
+    """memory_consolidate's reply for a lifecycle.consolidation.ConsolidationReport: counts, then each cluster (its
     consolidated memory's id, project, action, member count and first member ids, a preview) while the reply
     stays within `budget` characters."""
     clusters = report.clusters
