@@ -19,6 +19,10 @@ plugin's tests import the helpers below from `persmem_core.sdk.testing`). Each f
   headless Chromium (Playwright); `async_chromium_browser()` the same browser for tests driving it from an event
   loop.
 
+`RunningServer` (a `persmem serve` subprocess and its MCP client) and the readers of a tool's answer (`tool_result`,
+`assert_clear_outcome`) live in persmem_core/transport (server_process.py, tool_answers.py); they are imported from
+here as before.
+
 The run shares one PERSMEM_CACHE_DIR (made at its start, removed at its end): every server's memory plugin
 prepares its model once per run, not once per home.
 """
@@ -26,13 +30,9 @@ prepares its model once per run, not once per home.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,14 +41,11 @@ import pytest
 import tomli_w
 
 from persmem_core.auth.agents import AgentStore
-from persmem_core.net.addresses import free_port  # noqa: F401 - tests import it from here
+from persmem_core.net.addresses import free_port
+# Tests, benchmarks and persmem_core.sdk.testing import these from here too (persmem_command, CRASHED, ToolCallError).
+from persmem_core.transport.server_process import RunningServer, persmem_command  # noqa: F401
+from persmem_core.transport.tool_answers import CRASHED, ToolCallError, assert_clear_outcome, tool_result  # noqa: F401
 
-
-# A crash as the server words it (tools.py) or a Python traceback: whole shapes, with the log reference, so a
-# tool that merely echoes a bad argument containing these words (hypothesis feeds the code's own string
-# constants) is not taken for one.
-CRASHED = re.compile(r"internal error \([A-Za-z_]\w*\); the server log has the details under reference [0-9a-f]{10}"
-                     r'|Traceback \(most recent call last\):\n +File "')
 
 # A raw MCP initialize request and the headers a Streamable HTTP POST needs, for tests below the client.
 MCP_INITIALIZE = {
@@ -60,39 +57,11 @@ MCP_INITIALIZE = {
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-class ToolCallError(Exception):
-    """A tool call returned an MCP error result; the message is the server's text."""
-
-
 def write_config(home: Path, config: dict | str | None) -> None:
     home.mkdir(parents=True, exist_ok=True)
     if config:
         text = config if isinstance(config, str) else tomli_w.dumps(config)
         (home / "persmem.toml").write_text(text)
-
-
-def tool_result(result) -> Any:
-    """The JSON value of a CallToolResult, or ToolCallError with the server's message."""
-    text = "\n".join(getattr(block, "text", "") for block in result.content)
-    if result.is_error:
-        raise ToolCallError(text)
-    if result.structured_content is not None:
-        return result.structured_content
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def assert_clear_outcome(result, max_chars: int = 3000) -> None:
-    """A CallToolResult is a JSON object, or an error a person can act on: no traceback, no crash reference
-    (the "internal error ... log reference" of an unexpected exception), not a wall of text. For
-    property-based tool tests."""
-    if result.is_error:
-        text = "\n".join(getattr(block, "text", "") for block in result.content)
-        assert not CRASHED.search(text) and len(text) < max_chars, text[:500]
-    else:
-        assert isinstance(tool_result(result), dict)
 
 
 def assert_tools_answer_clearly(server: RunningServer, calls: list[tuple[str, dict]], agent: str) -> list:
@@ -111,110 +80,6 @@ def assert_tools_answer_clearly(server: RunningServer, calls: list[tuple[str, di
         assert_clear_outcome(result)
     assert tool_result(alive)["agent"] == agent
     return results
-
-
-def persmem_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "persmem_core", *args]
-
-
-class RunningServer:
-    """A `persmem serve --transport http` subprocess and ways to talk to it."""
-
-    def __init__(self, home: Path, env: dict[str, str], port: int, tokens: dict[str, str], prefix: tuple = ()):
-        self.home, self.env, self.port, self.tokens = home, env, port, tokens
-        self.prefix = list(prefix)  # a program the server runs under (e.g. `unshare ...`), else nothing
-        self.base_url = f"http://127.0.0.1:{port}"
-        self.url = f"{self.base_url}/mcp"
-        self.log_path = home / "server.log"
-        self.process: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 60.0) -> RunningServer:
-        import httpx2
-
-        self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [*self.prefix,
-             *persmem_command("serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(self.port))],
-            env=self.env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"persmem serve exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                if httpx2.get(f"{self.base_url}/healthz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx2.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"persmem serve did not answer /healthz within {timeout}s:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if getattr(self, "_log", None):
-            self._log.close()
-
-    def kill(self) -> None:
-        """SIGKILL, as in a crash."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def headers(self, agent: str | None) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[agent]}"} if agent else {}
-
-    @contextlib.asynccontextmanager
-    async def client(self, agent: str | None = None, url: str | None = None) -> AsyncIterator[Any]:
-        """An MCP client session over Streamable HTTP, authenticated as `agent`."""
-        import httpx2
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-
-        async with httpx2.AsyncClient(headers=self.headers(agent), timeout=60.0) as http:
-            async with Client(streamable_http_client(url or self.url, http_client=http)) as client:
-                yield client
-
-    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, agent: str | None = None) -> Any:
-        """Open a session, call one tool, close; returns the tool's JSON result or raises ToolCallError."""
-        import anyio
-
-        async def call():
-            async with self.client(agent) as client:
-                return await client.call_tool(name, arguments or {})
-
-        return tool_result(anyio.run(call))
-
-    def call_tools(self, calls: list[tuple[str, dict[str, Any]]], *, agent: str | None = None) -> list[Any]:
-        """Several tool calls in one session, in order; each one's JSON result (raises on the first error)."""
-        import anyio
-
-        async def run():
-            async with self.client(agent) as client:
-                return [tool_result(await client.call_tool(name, arguments)) for name, arguments in calls]
-
-        return anyio.run(run)
-
-    def list_tools(self, *, agent: str | None = None) -> list[Any]:
-        import anyio
-
-        async def call():
-            async with self.client(agent) as client:
-                return (await client.list_tools()).tools
-
-        return anyio.run(call)
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:

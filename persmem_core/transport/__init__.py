@@ -7,6 +7,8 @@
 - `local_server.py`    the owner's side of the local socket: MCP for local clients, and the owner's card
 - `ownership.py`       which process owns a home, and where the others reach it
 - `takeover.py`        a server taking a home: at once when nobody owns it, else from the one that does
+- `server_process.py`  a real `persmem serve --transport http` subprocess and an MCP client to it (tests, benchmarks)
+- `tool_answers.py`    a tool's answer as a client reads it: its JSON value or the server's error; is it clear
 - `http_deadlines.py`  read deadlines for HTTP requests (slowloris)
 - `http_headers.py`    security headers on every response
 - `http_limits.py`     the request body limit, answered so that an MCP client shows why
