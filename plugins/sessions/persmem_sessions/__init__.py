@@ -11,6 +11,7 @@ Modules, one job each:
 - `hookspecs.py`  what this plugin asks other plugins (index and search turns, briefing sections, recall)
 - `config.py`     the [sessions] section of persmem.toml
 - `service.py`    the sessions of this host, opened at startup and kept in `host.state`
+- `briefing.py`   what a session is told: its briefing and the memories recalled for a prompt, framed and made inert
 - `hook.py`       the client hooks run: stdlib only, fail open, talks to the running server
 - `hook_connection.py` how the hook reaches the server: the user's own socket (checked before a byte) or --url
 - `web.py`        /sessions: what the client hooks call on the server (capture, briefing, recall)
