@@ -87,14 +87,11 @@ def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
-    from starlette.responses import JSONResponse, RedirectResponse, Response
-    from starlette.routing import Mount, Route
 
-    from persmem_core.auth.middleware import AgentAuthMiddleware, OAuthResource
-    from persmem_core.transport.tools import build_mcp_server
+    from persmem_core.auth.middleware import AgentAuthMiddleware
     from persmem_core.transport.http_headers import SecurityHeadersMiddleware
     from persmem_core.transport.http_limits import JsonRpcBodyLimit
-    from persmem_core.transport.local_server import LocalListener, OwnerCard, build_local_app
+    from persmem_core.transport.tools import build_mcp_server
 
     server_cfg = host.config.server
     hosts, origins = allowed_hosts_and_origins(host, bind_host)
@@ -109,6 +106,27 @@ def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local
         json_response=server_cfg.json_response,
         stateless=server_cfg.stateless,
     )
+    route_specs = host.collect_routes() if route_specs is None else route_specs
+    routes = _http_routes(sessions, route_specs)
+    oauth_endpoints, oauth = _oauth_resource(host, bind_host, server_cfg.port if port is None else port)
+    routes = oauth_endpoints + routes
+    lifespan = _lifespan(host, sessions, mcp_server, local_socket, card, route_specs)
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    limited = JsonRpcBodyLimit(app, server_cfg.max_body_bytes)
+    open_prefixes = ("/healthz",) + tuple(spec.prefix for spec in route_specs if spec.auth == "none")
+    authenticated = AgentAuthMiddleware(
+        limited, agents=host.agents, security=security, anonymous_agent=_anonymous_agent(host, bind_host),
+        failures=host.auth_failures, open_prefixes=open_prefixes, open_paths=("/", "/favicon.ico"), oauth=oauth,
+    )
+    return SecurityHeadersMiddleware(authenticated)  # outermost: refusals and 404s get the headers too
+
+
+def _http_routes(sessions, route_specs) -> list:
+    """/mcp (served by the MCP session manager), /healthz, / (to the first page a plugin serves), /favicon.ico, and
+    every plugin's app mounted at its prefix."""
+    from starlette.responses import JSONResponse, RedirectResponse, Response
+    from starlette.routing import Mount, Route
 
     class MCPEndpoint:
         async def __call__(self, scope, receive, send):
@@ -117,7 +135,6 @@ def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local
     async def healthz(request):
         return JSONResponse({"status": "ok"})
 
-    route_specs = host.collect_routes() if route_specs is None else route_specs
     pages = [spec for spec in route_specs if spec.title]
 
     async def root(request):
@@ -131,21 +148,33 @@ def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local
 
     routes = [Route("/mcp", endpoint=MCPEndpoint()), Route("/healthz", endpoint=healthz),
               Route("/", endpoint=root), Route("/favicon.ico", endpoint=favicon)]
-    routes += [Mount(spec.prefix, app=spec.app) for spec in route_specs]
+    return routes + [Mount(spec.prefix, app=spec.app) for spec in route_specs]
 
-    issuer, _ = oauth_state(host, bind_host, server_cfg.port if port is None else port)
-    oauth = None
-    if issuer is not None:
-        from persmem_core.auth.oauth import routes as oauth_routes
 
-        resource = issuer + oauth_routes.RESOURCE_PATH
-        endpoints, _provider = oauth_routes.build_oauth_routes(host, issuer, resource)
-        routes = endpoints + routes
-        oauth = OAuthResource(
-            host.oauth, resource=resource, resource_path=oauth_routes.RESOURCE_PATH,
-            resource_metadata=oauth_routes.resource_metadata_url(issuer),
-            open_paths=oauth_routes.oauth_paths(), client_auth_paths=oauth_routes.client_auth_paths(),
-        )
+def _oauth_resource(host: Host, bind_host: str, port: int) -> tuple[list, object | None]:
+    """(the authorization server's endpoints, what the auth middleware checks OAuth access tokens with), or
+    ([], None) when OAuth is off (`oauth_state`)."""
+    from persmem_core.auth.middleware import OAuthResource
+
+    issuer, _ = oauth_state(host, bind_host, port)
+    if issuer is None:
+        return [], None
+    from persmem_core.auth.oauth import routes as oauth_routes
+
+    resource = issuer + oauth_routes.RESOURCE_PATH
+    endpoints, _provider = oauth_routes.build_oauth_routes(host, issuer, resource)
+    oauth = OAuthResource(
+        host.oauth, resource=resource, resource_path=oauth_routes.RESOURCE_PATH,
+        resource_metadata=oauth_routes.resource_metadata_url(issuer),
+        open_paths=oauth_routes.oauth_paths(), client_auth_paths=oauth_routes.client_auth_paths(),
+    )
+    return endpoints, oauth
+
+
+def _lifespan(host: Host, sessions, mcp_server, local_socket, card, route_specs):
+    """The app's lifespan: the MCP sessions run, and with `local_socket` the same tools are served there, until the
+    app stops; then the plugins shut down."""
+    from persmem_core.transport.local_server import LocalListener, OwnerCard, build_local_app
 
     @contextlib.asynccontextmanager
     async def lifespan(app):  # the plugins were started before the port opened (serve_http)
@@ -165,6 +194,13 @@ def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local
                     await listener.stop()
                 await anyio.to_thread.run_sync(host.shutdown)
 
+    return lifespan
+
+
+def _anonymous_agent(host: Host, bind_host: str):
+    """Who a request without credentials acts as: [server] default_agent, while the server listens on loopback only
+    (no public_url, no allowed_hosts) and no agent has credentials; else nobody (None)."""
+    server_cfg = host.config.server
     anonymous_ok = (
         is_loopback(bind_host) and not server_cfg.public_url and not server_cfg.allowed_hosts
     )
@@ -174,14 +210,7 @@ def build_http_app(host: Host, *, bind_host: str, port: int | None = None, local
             return server_cfg.default_agent
         return None
 
-    app = Starlette(routes=routes, lifespan=lifespan)
-    limited = JsonRpcBodyLimit(app, server_cfg.max_body_bytes)
-    open_prefixes = ("/healthz",) + tuple(spec.prefix for spec in route_specs if spec.auth == "none")
-    authenticated = AgentAuthMiddleware(
-        limited, agents=host.agents, security=security, anonymous_agent=anonymous_agent,
-        failures=host.auth_failures, open_prefixes=open_prefixes, open_paths=("/", "/favicon.ico"), oauth=oauth,
-    )
-    return SecurityHeadersMiddleware(authenticated)  # outermost: refusals and 404s get the headers too
+    return anonymous_agent
 
 
 def configure_logging(level: str) -> None:
