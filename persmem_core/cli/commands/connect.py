@@ -61,25 +61,8 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
     check_name(agent_name)
     base = base_url(url, host.config.server)
     mcp_url = f"{base}/mcp"
-    token = secret = None
-    if rotate:
-        issued = host.agents.add(agent_name, token=True, secret_path=True, replace=True)
-        token, secret = issued.token, issued.secret_path
-        has_token = has_secret = True
-    else:
-        record = host.agents.agents().get(agent_name)
-        if record is None or record.revoked is not None:
-            raise UserError(
-                f"no active agent named {agent_name!r}: `{persmem_line('agent', 'add', agent_name)}` creates it, "
-                f"or `{persmem_line('connect', agent_name, '--rotate')}` creates it and prints its credentials "
-                "into this setup."
-            )
-        has_token, has_secret = record.token_sha256 is not None, record.path_sha256 is not None
-
-    renew_token = persmem_line("agent", "token", agent_name)
-    renew_secret = persmem_line("agent", "secret-path", agent_name)
+    token, secret, has_token, has_secret = _credentials(host, agent_name, rotate)
     home = str(host.home)
-    stdio_argv = [*persmem_argv(absolute=True), "serve", "--transport", "stdio", "--agent", agent_name]
     out: list[str] = [f'# persmem setup for agent "{agent_name}"; MCP endpoint {mcp_url}']
     if rotate:
         out.append(f"# New credentials for {agent_name} (the old ones no longer work). Keep them private.")
@@ -91,6 +74,36 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
     def section(title: str, kind: str, *lines: str) -> None:
         out.extend(["", f"## {title} ({kind})", *lines])
 
+    _http_sections(section, agent_name, mcp_url, token, has_token)
+    _stdio_sections(section, agent_name, home)
+    _connector_sections(section, host, agent_name, base, secret, has_secret)
+    if "hooks" in click.get_current_context().find_root().command.commands:  # a plugin offers client hooks
+        section("Ambient memory", "shell",
+                "# hooks in Claude Code and Codex: every session captured, memories recalled at its start and on "
+                "each prompt (for this home, whatever the shell's PERSMEM_HOME)",
+                shlex.join(["env", f"PERSMEM_HOME={home}", *persmem_argv(), "hooks", "install", "--target", "all",
+                            "--agent", agent_name]))
+    click.echo("\n".join(out))
+
+
+def _credentials(host, agent_name: str, rotate: bool) -> tuple[str | None, str | None, bool, bool]:
+    """(token, secret path, whether the agent has a token, whether it has a secret path): with `rotate` both are
+    issued now (and the agent made if new); else the agent must exist, and its secrets are known only as hashes."""
+    if rotate:
+        issued = host.agents.add(agent_name, token=True, secret_path=True, replace=True)
+        return issued.token, issued.secret_path, True, True
+    record = host.agents.agents().get(agent_name)
+    if record is None or record.revoked is not None:
+        raise UserError(
+            f"no active agent named {agent_name!r}: `{persmem_line('agent', 'add', agent_name)}` creates it, "
+            f"or `{persmem_line('connect', agent_name, '--rotate')}` creates it and prints its credentials "
+            "into this setup."
+        )
+    return None, None, record.token_sha256 is not None, record.path_sha256 is not None
+
+
+def _http_sections(section, agent_name: str, mcp_url: str, token: str | None, has_token: bool) -> None:
+    """Claude Code and Codex CLI over HTTP with the agent's bearer token, or how to issue one."""
     if has_token:
         bearer = token or TOKEN_PLACEHOLDER
         section("Claude Code over HTTP", "shell", shlex.join(
@@ -102,14 +115,25 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
                 "[mcp_servers.persmem]", f"url = {_toml_string(mcp_url)}",
                 f"bearer_token_env_var = {_toml_string(TOKEN_ENV)}")
     else:
+        renew_token = persmem_line("agent", "token", agent_name)
         section("Claude Code and Codex CLI over HTTP", "note",
                 f"# {agent_name} has no bearer token: `{renew_token}` issues one (its secret path keeps working).")
+
+
+def _stdio_sections(section, agent_name: str, home: str) -> None:
+    """Claude Code and Claude Desktop starting `persmem serve --transport stdio` on this machine."""
+    stdio_argv = [*persmem_argv(absolute=True), "serve", "--transport", "stdio", "--agent", agent_name]
     section("Claude Code over stdio, on this machine", "shell", shlex.join(
         ["claude", "mcp", "add", "persmem", "--env", f"PERSMEM_HOME={home}", "--", *stdio_argv]))
     desktop = {"mcpServers": {"persmem": {"command": stdio_argv[0], "args": stdio_argv[1:],
                                           "env": {"PERSMEM_HOME": home}}}}
     section("Claude Desktop over stdio: merge into claude_desktop_config.json", "JSON",
             json.dumps(desktop, indent=2, ensure_ascii=False))
+
+
+def _connector_sections(section, host, agent_name: str, base: str, secret: str | None, has_secret: bool) -> None:
+    """A claude.ai custom connector: with OAuth (when on), and with the agent's secret path (or how to issue one)."""
+    mcp_url = f"{base}/mcp"
     public_note = ("# claude.ai connects from Anthropic's servers: serve persmem over public HTTPS and give "
                    "that URL as --url or [server] public_url.")
     if host.section("oauth").enabled:
@@ -129,14 +153,8 @@ def connect(agent_name: str, url: str | None, rotate: bool) -> None:
         section("claude.ai custom connector with a secret path instead: the secret path in the URL is the "
                 "credential", "URL", *lines)
     else:
+        renew_secret = persmem_line("agent", "secret-path", agent_name)
         section("claude.ai custom connector with a secret path instead: it needs one", "note",
                 f"# {agent_name} has no secret path yet: `{renew_secret}` issues one (its token keeps working); "
                 f"then run `{persmem_line('connect', agent_name)}` again, or put the printed path into "
                 f"{base}/SECRET-PATH/mcp.")
-    if "hooks" in click.get_current_context().find_root().command.commands:  # a plugin offers client hooks
-        section("Ambient memory", "shell",
-                "# hooks in Claude Code and Codex: every session captured, memories recalled at its start and on "
-                "each prompt (for this home, whatever the shell's PERSMEM_HOME)",
-                shlex.join(["env", f"PERSMEM_HOME={home}", *persmem_argv(), "hooks", "install", "--target", "all",
-                            "--agent", agent_name]))
-    click.echo("\n".join(out))
