@@ -11,6 +11,8 @@ Modules, one job each:
 - `panel/`      its template and script
 - `commands.py` `persmem amq ...` (opens its own store: no server needed)
 - `store.py`    the mail root: roster, who may read what, send/check/read/history/timeline/threads
+- `composing.py` what a sender may write: a body within the limit, a subject of one visible line
+- `rows.py`     a message as tools, feed, web and panel show it: headers, body, listing rows, quarantine notes
 - `feed.py`     the live feed: unread counts and newly delivered messages as event-stream items
 - `hookspecs.py` `amq_backend`: another plugin may keep the mail instead of the Maildir root (the backend contract)
 - `remote.py`   one mailbox in such a backend, with the methods of a Maildir mailbox

@@ -70,7 +70,7 @@ def send(sender: str, to: str, subject: str, kind: str, priority: str, body: str
 @click.option("--all", "everything", is_flag=True, help="Read messages too, not only unread.")
 def peek(agent: str, everything: bool) -> None:
     """Print AGENT's unread message headers (nothing is marked read)."""
-    from .store import headers
+    from .rows import headers
 
     with _store() as store:
         entries, bad = store.box(agent).scan(("new", "cur") if everything else ("new",))

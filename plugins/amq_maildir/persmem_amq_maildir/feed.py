@@ -8,7 +8,8 @@ import json
 import anyio
 
 from .maildir import Entry
-from .store import MailStore, row
+from .rows import row
+from .store import MailStore
 
 WAKE_SECONDS = 0.1  # how often a stream looks for sends made by this process
 

@@ -13,7 +13,7 @@ import anyio
 
 from .feed import event_stream
 from .service import service
-from .store import newest
+from .rows import newest
 
 FILES = resources.files("persmem_amq_maildir") / "panel"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from persmem_core.sdk import prompt_line
 
-from .store import MailStore, full
+from .rows import full
+from .store import MailStore
 
 NAME = "amq_maildir"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "amq"  # the default mail root, <home>/amq

@@ -20,14 +20,14 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from persmem_core.sdk import NAME_RE, Sealer, UserError, control_characters, printable
+from persmem_core.sdk import NAME_RE, Sealer, UserError
 
+from .composing import checked_body, checked_subject
 from .config import AmqConfig
 from .maildir import PURPOSE, Entry, Mailbox, Quarantined
 from .message import ID_RE, KINDS, PRIORITIES, PRIORITY_RANK, SUFFIX, Header, encode, new_id, now_iso
 from .remote import RemoteBox
-
-ZERO_WIDTH_JOINER = "\u200d"  # joins emoji into one (a family, a flag): allowed in a subject, escaped where shown
+from .rows import full, headers, newest, row, with_problems
 
 log = logging.getLogger("persmem.amq")
 
@@ -133,21 +133,7 @@ class MailStore:
              priority: str = "normal", reply_to: str | None = None, thread: str | None = None) -> dict:
         recipients = self._recipients(caller, to)
         kind, priority = self._check_kind(kind), self._check_priority(priority)
-        if not isinstance(body, str) or not body.strip():
-            raise UserError("body is empty; write the message in `body` (Markdown).")
-        if len(body) > self.config.max_body_chars:
-            raise UserError(f"body is {len(body):,} characters; the limit is {self.config.max_body_chars:,} "
-                            "([amq] max_body_chars). Split it into several messages or store it as a memory and send its id.")
-        if not isinstance(subject, str):
-            raise UserError("subject must be a string: a short summary line, or empty.")
-        subject = " ".join(subject.split())  # one line: line breaks and tabs become spaces
-        hidden = [c for c in control_characters(subject) if c != ZERO_WIDTH_JOINER]
-        if hidden:
-            kinds = ", ".join(dict.fromkeys(map(printable, hidden[:5])))
-            raise UserError(f"subject holds control or invisible characters ({kinds}): a subject is one line of "
-                            "visible text, shown in the recipient's sessions. Remove them.")
-        if len(subject) > self.config.max_subject_chars:
-            raise UserError(f"subject is {len(subject):,} characters; the limit is {self.config.max_subject_chars}.")
+        body, subject = checked_body(body, self.config), checked_subject(subject, self.config)
         reply_to, thread = self._conversation(caller, reply_to, thread)
         msg_id = new_id(caller)
         header = Header(id=msg_id, sender=caller, to=recipients[0], subject=subject, kind=kind, priority=priority,
@@ -273,8 +259,8 @@ class MailStore:
         entries, bad = self.box(inbox).scan(("new",))
         entries = self._filter(entries, kind, priority, sender)
         entries.sort(key=lambda e: (PRIORITY_RANK.get(e.message.header.priority, 1), e.message.header.created))
-        return _with_problems({"agent": inbox, "new_count": len(entries),
-                               "messages": [headers(e) for e in entries]}, bad)
+        return with_problems({"agent": inbox, "new_count": len(entries),
+                              "messages": [headers(e) for e in entries]}, bad)
 
     def read(self, caller: str, agent: str, msg_id: str) -> dict:
         inbox = self.inbox_for(caller, agent, "amq_read")
@@ -315,7 +301,7 @@ class MailStore:
         entries = self._filter(entries, kind, priority, sender, thread)
         entries.sort(key=lambda e: e.message.header.created, reverse=True)
         msgs = [headers(e) | {"status": "unread" if e.folder == "new" else "read"} for e in entries[:limit]]
-        return _with_problems({"agent": inbox, "total": len(msgs), "messages": msgs}, bad)
+        return with_problems({"agent": inbox, "total": len(msgs), "messages": msgs}, bad)
 
     def visible_entries(self, caller: str) -> tuple[list[tuple[str, Entry]], list[Quarantined]]:
         """(mailbox, entry) for every message `caller` may see: its inbox, mail it sent, granted inboxes."""
@@ -333,7 +319,7 @@ class MailStore:
         pairs, bad = self.visible_entries(caller)
         kept = {id(e) for e in self._filter([e for _, e in pairs], kind, priority, sender)}
         msgs = newest([p for p in pairs if id(p[1]) in kept], limit, body=False)
-        return _with_problems({"total": len(msgs), "messages": msgs}, bad)
+        return with_problems({"total": len(msgs), "messages": msgs}, bad)
 
     def thread(self, caller: str, thread_id: str) -> dict:
         self._name(thread_id)
@@ -347,7 +333,7 @@ class MailStore:
                     msgs.append(row(box, e))
         if not msgs:
             raise UserError(f"no messages you can see in thread {thread_id!r}.")
-        return _with_problems({"thread": thread_id, "total": len(msgs), "messages": msgs}, bad)
+        return with_problems({"thread": thread_id, "total": len(msgs), "messages": msgs}, bad)
 
     def agents(self, caller: str) -> dict:
         out = []
@@ -392,32 +378,6 @@ def _choice(value: str, choices: tuple[str, ...], label: str, default: str) -> s
     return value
 
 
-def headers(entry: Entry) -> dict:
-    h = entry.message.header
-    out = {"id": entry.id, "from": h.sender, "to": h.to, "subject": h.subject, "kind": h.kind,
-           "priority": h.priority, "created": h.created}
-    for key in ("thread", "reply_to", "recipients"):
-        if getattr(h, key) is not None:
-            out[key] = getattr(h, key)
-    return out
-
-
-def full(entry: Entry) -> dict:
-    """Headers and body. The file's name and format version stay inside: the id is all a caller needs."""
-    return headers(entry) | {"body": entry.message.body}
-
-
-def row(box: str, entry: Entry, body: bool = True) -> dict:
-    """A message as listings across inboxes show it: headers (and body), the inbox it is in, read or not."""
-    return (full(entry) if body else headers(entry)) | {"to": box, "status": "unread" if entry.folder == "new" else "read"}
-
-
-def newest(pairs: list[tuple[str, Entry]], limit: int, body: bool = True) -> list[dict]:
-    """The `limit` most recent of (inbox, entry) pairs, newest first, as rows."""
-    pairs = sorted(pairs, key=lambda p: p[1].message.header.created, reverse=True)
-    return [row(box, entry, body) for box, entry in pairs[:limit]]
-
-
 def _replace(header: Header, **changes) -> Header:
     import msgspec
 
@@ -428,11 +388,3 @@ def _limit(limit: int, most: int) -> int:
     if not isinstance(limit, int) or limit < 1:
         raise UserError(f"limit must be a whole number from 1 to {most}.")
     return min(limit, most)
-
-
-def _with_problems(result: dict, bad: list[Quarantined]) -> dict:
-    if bad:
-        result["quarantined"] = [{"file": b.name, "folder": b.folder, "reason": b.reason} for b in bad]
-        result["note"] = ("some files in the mailbox were not valid messages; they were moved to the mailbox's "
-                          "quarantine/ folder (see persmem doctor)")
-    return result

@@ -23,7 +23,8 @@ from starlette.routing import Route
 from persmem_core.sdk import UserError, agent_of_scope
 
 from .feed import event_stream
-from .store import MailStore, newest
+from .rows import newest
+from .store import MailStore
 
 PING_SECONDS = 15
 

@@ -6,7 +6,7 @@ import httpx2
 import pytest
 
 from persmem_amq_maildir.service import inbox_summary
-from persmem_amq_maildir.store import row
+from persmem_amq_maildir.rows import row
 from persmem_core.sdk.testing import ToolCallError, tool_result
 
 INTERNAL = {"_filename", "schema"}
