@@ -23,7 +23,7 @@ def doctor(host):
 
     if not host.section("cluster").servers:
         return [pass_("amq backend", "Maildir ([cluster] servers is empty, so amq_nats keeps no mail)")]
-    from .jetstream import check_stream
+    from .storage import check_stream
 
     try:
         problems, summary = check_stream(host.cluster, host.section("cluster").replicas)
