@@ -12,6 +12,7 @@ import json
 import logging
 import secrets
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -35,7 +36,7 @@ from persmem_core.sdk import UserError
 from .charts import chart
 from .markdown import render_markdown
 from .panels import Panel, View
-from .service import open_service
+from .service import Dashboard, open_service
 from .sessions import LoginSessionConfig
 from .streams import ends_with_the_login, is_active
 
@@ -64,39 +65,87 @@ def build_dashboard(host, base: str) -> Litestar:
     """The app; `base` is the URL path it is served under (for links and cookie paths). Two plugins registering
     one panel id stop it here (PluginConflictError), before anything is served."""
     dashboard = open_service(host)
-    cfg, panels, problems, secure = dashboard.config, dashboard.panels, dashboard.problems, dashboard.secure
-    session_config = LoginSessionConfig(key="persmem_session", max_age=max(1, round(cfg.session_hours * 3600)),
-                                        path=base or "/", secure=secure, httponly=True, samesite="strict",
-                                        store="sessions")
+    site = Site(host, dashboard, base)
+    session_config = login_session_config(dashboard, base)
+    static_dir = Path(str(resources.files("persmem_dashboard") / "static"))
+    return Litestar(
+        route_handlers=[*login_handlers(site), *panel_handlers(site, session_config),
+                        create_static_files_router(path="/static", directories=[static_dir], name="static")],
+        template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(templates(dashboard, base))),
+        csrf_config=CSRFConfig(secret=dashboard.secret, cookie_path=base or "/", cookie_secure=dashboard.secure,
+                               cookie_httponly=True, cookie_samesite="strict", cookie_name="persmem_csrf"),
+        middleware=[session_config.middleware],
+        stores={"sessions": FileStore(dashboard.sessions_dir)},
+        exception_handlers={NotAuthorizedException: to_login(base), NotFoundException: not_found},
+        before_send=[security_headers],
+        debug=False,
+        logging_config=None,
+    )
 
-    env = Environment(loader=ChoiceLoader([DictLoader({f"panels/{p.id}.html": p.template for p in panels}),
+
+def login_session_config(dashboard: Dashboard, base: str) -> LoginSessionConfig:
+    """The login cookie: lasts [dashboard] session_hours, sent only under `base`, Secure over https."""
+    return LoginSessionConfig(key="persmem_session", max_age=max(1, round(dashboard.config.session_hours * 3600)),
+                              path=base or "/", secure=dashboard.secure, httponly=True, samesite="strict",
+                              store="sessions")
+
+
+def templates(dashboard: Dashboard, base: str) -> Environment:
+    """The Jinja environment: the layout's templates and each panel's (as `panels/<id>.html`), autoescaped, with
+    what every template may use (chart, ago, markdown, base, title)."""
+    env = Environment(loader=ChoiceLoader([DictLoader({f"panels/{p.id}.html": p.template for p in dashboard.panels}),
                                            PackageLoader("persmem_dashboard", "templates")]),
                       autoescape=select_autoescape(default=True, default_for_string=True))
-    env.globals.update(chart=chart, ago=ago, markdown=render_markdown, base=base, title=cfg.title)
+    env.globals.update(chart=chart, ago=ago, markdown=render_markdown, base=base, title=dashboard.config.title)
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+    return env
 
-    def agent_of(request: Request) -> str:
+
+@dataclass(frozen=True)
+class Site:
+    """What every handler asks: who is logged in (a revoked or rotated token ends the login), a page inside the
+    layout, a panel by its id, and the View a panel is given."""
+
+    host: Any
+    dashboard: Dashboard
+    base: str
+
+    def agent_of(self, request: Request) -> str:
         agent = request.session.get("agent") if request.session else None
-        if agent and not is_active(host, agent, request.session.get("credential")):  # revoked or rotated
+        if agent and not is_active(self.host, agent, request.session.get("credential")):  # revoked or rotated
             request.clear_session()  # (so adding the agent again later does not revive it)
             agent = None
         if not agent:
             raise NotAuthorizedException("log in first")
         return agent
 
-    def page(request: Request, name: str, status: int = 200, **context) -> Template:
-        nav = [(p.id, p.title) for p in panels]
+    def page(self, name: str, status: int = 200, **context) -> Template:
+        nav = [(p.id, p.title) for p in self.dashboard.panels]
         return Template(template_name=name, status_code=status,
-                        context={"nav": nav, "problems": problems, **context})
+                        context={"nav": nav, "problems": self.dashboard.problems, **context})
+
+    def panel_or_404(self, panel_id: str) -> Panel:
+        panel = self.dashboard.panel(panel_id)
+        if panel is None:
+            raise NotFoundException(f"no panel {panel_id!r}")
+        return panel
+
+    def view_of(self, request: Request) -> View:
+        return View(self.agent_of(request), {k: v for k, v in request.query_params.items()}, self.host, self.base)
+
+
+def login_handlers(site: Site) -> list:
+    """`/` (to the first panel), the login form, logging in with an agent's token, and logging out."""
+    host, base, cfg, panels = site.host, site.base, site.dashboard.config, site.dashboard.panels
 
     @get("/", name="home")
     async def home(request: Request) -> Redirect:
-        agent_of(request)
+        site.agent_of(request)
         return Redirect(f"{base}/{panels[0].id}" if panels else f"{base}/login")
 
     @get("/login", name="login_form")
     async def login_form(request: Request) -> Template:
-        return page(request, "login.html", agent=None)
+        return site.page("login.html", agent=None)
 
     @post("/login", name="login")
     async def login(request: Request) -> Response:
@@ -106,8 +155,7 @@ def build_dashboard(host, base: str) -> Litestar:
         if agent is None or (cfg.login_agents and agent not in cfg.login_agents):
             client = request.client.host if request.client else "unknown"
             await asyncio.sleep(host.auth_failures.failed(client))  # logged for fail2ban, slowed per address
-            return page(request, "login.html", status=401, agent=None,
-                        error="That token is not valid for the dashboard.")
+            return site.page("login.html", status=401, agent=None, error="That token is not valid for the dashboard.")
         credential = host.agents.agents()[agent].token_sha256  # the login lasts while this token does
         request.set_session({"agent": agent, "since": time.time(), "credential": credential})  # new id: sessions.py
         log.info("dashboard: %s logged in", agent)
@@ -118,19 +166,18 @@ def build_dashboard(host, base: str) -> Litestar:
         request.clear_session()
         return Redirect(f"{base}/login")
 
-    def panel_or_404(panel_id: str) -> Panel:
-        panel = dashboard.panel(panel_id)
-        if panel is None:
-            raise NotFoundException(f"no panel {panel_id!r}")
-        return panel
+    return [home, login_form, login, logout]
 
-    def view_of(request: Request) -> View:
-        return View(agent_of(request), {k: v for k, v in request.query_params.items()}, host, base)
+
+def panel_handlers(site: Site, session_config: LoginSessionConfig) -> list:
+    """Each panel's page (its context run in a worker thread; its failure shown, never the dashboard's), its event
+    stream (ended with the login, and never sending what comes after a revocation) and its script."""
+    host = site.host
 
     @get("/{panel_id:str}", name="panel")
     async def show(request: Request, panel_id: str) -> Template:
-        panel = panel_or_404(panel_id)
-        view = view_of(request)
+        panel = site.panel_or_404(panel_id)
+        view = site.view_of(request)
         error = None
         try:
             data = await anyio.to_thread.run_sync(panel.context, view)
@@ -140,14 +187,14 @@ def build_dashboard(host, base: str) -> Litestar:
             ref = secrets.token_hex(4)
             log.exception("dashboard: panel %s failed (ref %s)", panel.id, ref)
             data, error = {}, f"this panel failed (log reference {ref})"
-        return page(request, "panel.html", panel=panel, data=data, view=view, error=error, agent=view.agent)
+        return site.page("panel.html", panel=panel, data=data, view=view, error=error, agent=view.agent)
 
     @get("/{panel_id:str}/events", name="events", middleware=[ends_with_the_login(host, session_config)])
     async def events(request: Request, panel_id: str) -> ServerSentEvent:
-        panel = panel_or_404(panel_id)
+        panel = site.panel_or_404(panel_id)
         if panel.events is None:
             raise NotFoundException(f"panel {panel_id!r} has no event stream")
-        view = view_of(request)
+        view = site.view_of(request)
         credential = request.session.get("credential")
 
         async def stream():
@@ -160,38 +207,34 @@ def build_dashboard(host, base: str) -> Litestar:
 
     @get("/{panel_id:str}/panel.js", name="panel_script", media_type="application/javascript")
     async def panel_script(request: Request, panel_id: str) -> Response:
-        panel = panel_or_404(panel_id)
-        agent_of(request)
+        panel = site.panel_or_404(panel_id)
+        site.agent_of(request)
         if not panel.script:
             raise NotFoundException("no script")
         return Response(panel.script, media_type="application/javascript")
 
-    def to_login(request: Request, exc: Exception) -> Response:
+    return [show, events, panel_script]
+
+
+def to_login(base: str):
+    """Not logged in: a browser's page goes to the login form; an event stream or a script gets a 401."""
+
+    def handler(request: Request, exc: Exception) -> Response:
         if request.url.path.endswith(("/events", ".js")) or "text/event-stream" in request.headers.get("accept", ""):
             return Response({"error": "log in first"}, status_code=401)
         return Redirect(f"{base}/login", status_code=303)
 
-    def not_found(request: Request, exc: Exception) -> Response:
-        return Response(f"Not found: {exc}", status_code=404, media_type="text/plain")
+    return handler
 
-    async def security_headers(message, scope) -> None:
-        # on the ASGI message, not the Response: error answers (401, 404, 405, CSRF's 403) never pass after_request
-        if message["type"] == "http.response.start":
-            headers = MutableScopeHeaders.from_message(message)
-            for name, value in SECURITY_HEADERS.items():
-                headers[name] = value
 
-    static_dir = Path(str(resources.files("persmem_dashboard") / "static"))
-    return Litestar(
-        route_handlers=[home, login_form, login, logout, show, events, panel_script,
-                        create_static_files_router(path="/static", directories=[static_dir], name="static")],
-        template_config=TemplateConfig(engine=JinjaTemplateEngine.from_environment(env)),
-        csrf_config=CSRFConfig(secret=dashboard.secret, cookie_path=base or "/", cookie_secure=secure, cookie_httponly=True,
-                               cookie_samesite="strict", cookie_name="persmem_csrf"),
-        middleware=[session_config.middleware],
-        stores={"sessions": FileStore(dashboard.sessions_dir)},
-        exception_handlers={NotAuthorizedException: to_login, NotFoundException: not_found},
-        before_send=[security_headers],
-        debug=False,
-        logging_config=None,
-    )
+def not_found(request: Request, exc: Exception) -> Response:
+    return Response(f"Not found: {exc}", status_code=404, media_type="text/plain")
+
+
+async def security_headers(message, scope) -> None:
+    """SECURITY_HEADERS on every answer."""
+    # on the ASGI message, not the Response: error answers (401, 404, 405, CSRF's 403) never pass after_request
+    if message["type"] == "http.response.start":
+        headers = MutableScopeHeaders.from_message(message)
+        for name, value in SECURITY_HEADERS.items():
+            headers[name] = value
