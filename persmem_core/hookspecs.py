@@ -40,12 +40,6 @@ def register_routes(register, host):
 
 
 @hookspec
-def register_panels(register, host):
-    """Contribute dashboard panels (the dashboard plugin documents the `register` arguments); an id two plugins
-    register stops the server, like every other conflict."""
-
-
-@hookspec
 def register_commands(cli):
     """Add subcommands to the `persmem` click group, e.g. `persmem memory reindex`."""
 

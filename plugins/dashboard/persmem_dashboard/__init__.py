@@ -1,8 +1,9 @@
 """persmem-plugin-dashboard: the web dashboard's shell (layout, navigation, login, static assets); the
-panels come from plugins through the `register_panels` hook.
+panels come from plugins through the `register_panels` hook, which the dashboard declares.
 
-- `plugin.py`   the pluggy hooks (only hooks): mount the app, the [dashboard] section, the System panel, CLI,
-                doctor
+- `plugin.py`   the pluggy hooks (only hooks): declare `register_panels`, mount the app, the [dashboard] section,
+                the System panel, CLI, doctor
+- `hookspecs.py` `register_panels`: the hook other plugins answer with their panels
 - `config.py`   the [dashboard] section
 - `service.py`  what the app serves, gathered once when it is built: the panels, their problems, the settings,
                 the CSRF secret and the sessions folder

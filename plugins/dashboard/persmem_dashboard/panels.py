@@ -1,4 +1,4 @@
-"""The panel contract. A plugin adds a page to the dashboard by answering the core hook
+"""The panel contract. A plugin adds a page to the dashboard by answering the dashboard's hook (hookspecs.py)
 
     @hookimpl
     def register_panels(register, host):

@@ -1,12 +1,19 @@
-"""The dashboard plugin's hooks: mount the app in `persmem serve` (built here, with every plugin's panels;
-service.py says why nothing goes in `host.state`), the [dashboard] section, the System panel, and
-`persmem dashboard` to serve it alone."""
+"""The dashboard plugin's hooks: declare `register_panels` (hookspecs.py) for the other plugins, mount the app in
+`persmem serve` (built here, with every plugin's panels; service.py says why nothing goes in `host.state`), the
+[dashboard] section, the System panel, and `persmem dashboard` to serve it alone."""
 
 from __future__ import annotations
 
 from persmem_core.sdk import hookimpl
 
 from .config import DashboardConfig
+
+
+@hookimpl
+def add_hookspecs(add):
+    from . import hookspecs
+
+    add(hookspecs)
 
 
 @hookimpl
