@@ -4,11 +4,13 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - plugin.py        the hook implementations (what persmem sees)
 - hookspecs.py     the hooks this plugin adds (register_embedders, inbox_summary) and their answers' types
 - config.py        the [memory] config section
-- tools.py         the MCP tools (persMEM's names and arguments)
+- tools/           the MCP tools (persMEM's names and arguments), one module per kind of call
 - panels.py        the dashboard panels (Overview, Memories, Lifecycle); panel_templates/ holds their templates
 - commands.py      `persmem memory ...`
 - export_format.py the JSON Lines records of `persmem memory export` and `import`: a memory as a record and back
 - service.py       the plugin's service in host.state: all collections, the shared embedder, the owner lock
+- access.py        one agent's door into the service: every read and write of tools, panels and answers to other
+                   plugins, with the permission rules applied here
 - collection.py    one collection: its state, opening, reads and search; the writes of writing/ bound to it
 - permissions.py   who may change a memory
 - sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks

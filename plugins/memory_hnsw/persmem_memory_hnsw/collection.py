@@ -8,7 +8,7 @@ of writing/ bound here as a method, and a collaborator keeps each side job:
 - writing/embedded.py  the background embedder (embedding/background.py) logs each memory again with its vectors
 - writing/commit.py    the end of every write: log, then rows and index; compaction and index saves
 - cluster/following.py on a cluster: following the memory stream (writing/from_stream.py applies it)
-- search/retrievals.py how often each memory was retrieved (statistics, saved with the index)
+- store/retrievals.py how often each memory was retrieved (statistics, saved with the index)
 - embedding/tickets.py numbered stores a search waits for
 A write that returned is in the log; everything else can be rebuilt from it (store/replay.py, on open).
 Read path: embed the query outside the lock -> read lock -> rank the rows (search/ranking.py) -> read the
@@ -34,7 +34,7 @@ from .config import MemoryConfig
 from .embedding.tickets import EmbeddingTickets
 from .permissions import check_visible, is_private
 from .search.ranking import Hit, rank
-from .search.retrievals import RetrievalCounts
+from .store.retrievals import RetrievalCounts
 from .search.weighing import LifecycleView, expired, review_due, tier
 from .store.heap import release_freed_memory
 from .store.log import LOG_NAME, RecordLog, WriteFailed, decode_frame
@@ -45,7 +45,7 @@ from .store.replay import (INDEX_NAME, check_model, drop_checkpoint, load_index,
 from .store.rows import Rows
 from .store.vectors import VectorIndex
 from .writing import changes, embedded, from_stream, storing
-from .writing.new_memory import NewMemory
+from .store.new_memory import NewMemory
 
 log = logging.getLogger("persmem.memory")
 
@@ -165,7 +165,7 @@ class Collection:
         """Return once the stream's writes up to `seq` are applied here (Following.wait_applied)."""
         self.following.wait_applied(seq, timeout)
 
-    # -- retrieval counts (search/retrievals.py) ----------------------------------------------------------------
+    # -- retrieval counts (store/retrievals.py) ----------------------------------------------------------------
     def record_retrievals(self, ids: list[str], *, by: str | None = None) -> None:
         """Count one retrieval of each of `ids`, returned by a search of `by` (RetrievalCounts.record)."""
         self.retrievals.record(ids, self.rows.heads, by=by)

@@ -20,9 +20,8 @@ from urllib.parse import urlencode
 from persmem_core.sdk import UserError
 
 from .search.weighing import expired
-from .permissions import is_private, own_filters, visible_to
-from .store.query import Filters, parse_filters
-from .store.records import iso, public, public_version, summarize
+from .store.query import parse_filters
+from .store.records import iso, public, public_version
 from .service import service
 
 LIST_LIMIT = 50  # rows of each Lifecycle list, results of a Memories listing
@@ -36,21 +35,21 @@ def _template(name: str) -> str:
 
 
 def _collection(view):
-    memories = service(view.host)
-    names = sorted(memories.collections()) or ["memories"]
+    """(the logged-in agent's door, the collections, the one shown)."""
+    memory = service(view.host).as_agent(view.agent)
+    names = memory.names() or ["memories"]
     name = view.param("collection", "memories")
     if name not in names:
         name = names[0]
-    return memories, names, name
+    return memory, names, name
 
 
 def overview(view) -> dict:
-    memories, names, name = _collection(view)
-    if name not in memories.collections():
+    memory, names, name = _collection(view)
+    if not memory.exists(name):
         return {"collections": names, "collection": name, "stats": {"count": 0, "projects": {}, "types": {},
                 "unique_tags": 0, "average_chars": 0}, "top_tags": {}, "timeline": {}, "oldest": None, "newest": None}
-    col = memories.collection(name)
-    stats, heads = _stats(view, col)
+    stats, heads = memory.stats(name)
     days = Counter(datetime.fromtimestamp(m.created, UTC).date() for m in heads)
     timeline = {}
     if days:
@@ -67,84 +66,63 @@ def overview(view) -> dict:
             "oldest": stats["oldest"], "newest": stats["newest"]}
 
 
-def _stats(view, col) -> tuple[dict, list]:
-    """The collection's counts and its memories' heads, as the logged-in agent may see them."""
-    if is_private(col.config, col.name):
-        heads = col.matching(Filters(author=view.agent))
-        return {"collection": col.name, **summarize(heads)}, heads
-    with col.lock.gen_rlock():
-        heads = list(col.memories.values())
-    return col.stats(), heads
-
-
-def _visible_heads(view, col) -> list:
-    """The heads of the live memories the logged-in agent may see."""
-    if is_private(col.config, col.name):
-        return col.matching(Filters(author=view.agent))
-    with col.lock.gen_rlock():
-        return list(col.memories.values())
-
-
 # -- Memories ------------------------------------------------------------------------------------------------
 
 def browse(view) -> dict:
-    memories, names, name = _collection(view)
+    memory, names, name = _collection(view)
     empty = {"projects": [], "types": [], "authors": [], "results": [], "caption": "No memories yet.",
              "collection": name}
-    if name not in memories.collections():
+    if not memory.exists(name):
         return empty
-    col = memories.collection(name)
-    stats, _ = _stats(view, col)
+    stats, _ = memory.stats(name)
     facets = {"projects": sorted(stats["projects"]), "types": sorted(stats["types"]),
               "authors": sorted(stats["authors"]), "collection": name}
     filters = parse_filters(project=view.param("project"), memory_type=view.param("type"), tags=view.param("tag"),
                             author=view.param("author"), since=view.param("since"), until=view.param("until"))
-    filters = own_filters(col.config, name, view.agent, filters)
-    if filters is None:  # another agent's entries of a private collection
+    if not memory.may_ask(name, filters):  # another agent's entries of a private collection
         return {**facets, "results": [], "caption": "No memories: this collection shows only your own."}
     now = time.time()
     include_expired = view.param("expired") == "1"  # as memory_search: expired memories hidden unless asked
     query, wanted = view.param("q"), view.param("id")
     if wanted:  # one memory, as a badge's link names it
-        head = col.memories.get(wanted)
-        shown = head is not None and visible_to(col.config, name, view.agent, head)
-        found = [(m, None) for m in col.get_many([wanted])] if shown else []
+        found = [(m, None) for m in memory.get_many(name, [wanted])]
         caption = f"memory {wanted[:130]}" if found else f"No memory {wanted[:130]!r} in this collection."
     elif query:  # the same hybrid search as memory_search (without counting retrievals: a person browsing)
-        found = [(hit.memory, hit.score) for hit in col.search(query[:2000], top_k=20, filters=filters,
-                                                                include_expired=include_expired)]
+        found = [(hit.memory, hit.score) for hit in memory.search(name, query[:2000], top_k=20, filters=filters,
+                                                                   include_expired=include_expired)]
         caption = f"{len(found)} best matches for “{query[:200]}”"
     else:
-        rows = [m for m in col.matching(filters) if include_expired or not expired(m.valid_until, now)]
+        rows = [m for m in memory.matching(name, filters) if include_expired or not expired(m.valid_until, now)]
         rows.sort(key=lambda m: m.updated, reverse=True)
-        found = [(m, None) for m in col.get_many([m.id for m in rows[:LIST_LIMIT]])]
+        found = [(m, None) for m in memory.get_many(name, [m.id for m in rows[:LIST_LIMIT]])]
         caption = (f"{len(rows)} memor{'y' if len(rows) == 1 else 'ies'}"
                    + (f", newest {LIST_LIMIT} shown" if len(rows) > LIST_LIMIT else ""))
     toggle = {"href": "?" + urlencode({**view.params, "expired": "" if include_expired else "1"}),
               "label": "hide expired memories" if include_expired else "include expired memories"}
-    return {**facets, "results": [_shown(view, col, memory, score) for memory, score in found], "caption": caption,
+    return {**facets, "results": [_shown(memory, name, found_memory, score) for found_memory, score in found],
+            "caption": caption,
             "expired_toggle": None if wanted else toggle}
 
 
-def _shown(view, col, memory, score: float | None) -> dict:
+def _shown(door, name: str, memory, score: float | None) -> dict:
     """A memory as the Memories panel shows it: whole, with its versions, lifecycle marks, supersession chain
     and link history."""
     item = public(memory)
     if score is not None:
         item["score"] = round(score, 4)
     item["history"] = [public_version(v) for v in memory.history] if memory.version > 1 else []
-    item["lifecycle"] = marks = _lifecycle(col, memory.id)
+    item["lifecycle"] = marks = _lifecycle(door, name, memory.id)
     chain = marks["chain"] if marks else []
-    item["chain"] = _chain(view, col, chain[-CHAIN_SHOWN:])
+    item["chain"] = _chain(door, name, chain[-CHAIN_SHOWN:])
     item["chain_hidden"] = max(0, len(chain) - CHAIN_SHOWN)  # older steps of a very long chain, not shown
     item["links"] = [_link_change(change) for change in reversed(memory.link_history)]
     return item
 
 
-def _lifecycle(col, memory_id: str) -> dict | None:
+def _lifecycle(door, name: str, memory_id: str) -> dict | None:
     """The memory's lifecycle marks (Collection.lifecycle_of), with its dates as text; None if it is gone."""
     try:
-        marks = dict(col.lifecycle_of(memory_id))
+        marks = dict(door.lifecycle_of(name, memory_id))
     except UserError:  # deleted since it was listed: shown without marks
         return None
     for key in ("valid_until", "review_after"):
@@ -153,12 +131,11 @@ def _lifecycle(col, memory_id: str) -> dict | None:
     return marks
 
 
-def _chain(view, col, chain_ids: list[str]) -> list[dict]:
+def _chain(door, name: str, chain_ids: list[str]) -> list[dict]:
     """A supersession chain, oldest first, each step with the start of its text and how it replaced the step
     before it (from the newer memory's link_history: explicit, detected with its similarity and shared terms)."""
-    heads = col.memories
-    ids = [i for i in chain_ids if i in heads and visible_to(col.config, col.name, view.agent, heads[i])]
-    by_id = {m.id: m for m in col.get_many(ids)}
+    by_id = {m.id: m for m in door.get_many(name, chain_ids)}  # the steps the viewer may see
+    ids = [i for i in chain_ids if i in by_id]
     steps, previous = [], None
     for memory_id in ids:
         memory = by_id.get(memory_id)
@@ -184,76 +161,71 @@ def _link_change(change) -> dict:
 # -- Lifecycle -----------------------------------------------------------------------------------------------
 
 def lifecycle(view) -> dict:
-    memories, names, name = _collection(view)
+    memory, names, name = _collection(view)
     data = {"collections": names, "collection": name, "private": False, "consolidated": [], "consolidated_count": 0,
             "due": [], "due_count": 0, "expired": [], "expired_count": 0, "links": [], "preview": None}
-    if name not in memories.collections():
+    if not memory.exists(name):
         return data
-    col = memories.collection(name)
-    private = is_private(col.config, name)
+    private = memory.private(name)
     now = time.time()
-    heads = _visible_heads(view, col)
-    visible = {h.id for h in heads} if private else None  # None: everything in the collection
+    heads = memory.visible_heads(name)
 
     consolidated = sorted((h for h in heads if h.consolidates), key=lambda h: h.updated, reverse=True)
     data["consolidated_count"] = len(consolidated)
-    data["consolidated"] = _with_members(col, consolidated[:LIST_LIMIT], visible)
+    data["consolidated"] = _with_members(memory, name, consolidated[:LIST_LIMIT])
 
-    due, expired = col.due(now)
-    if private:
-        due, expired = [h for h in due if h.id in visible], [h for h in expired if h.id in visible]
+    due, expired = memory.due(name, now)
     due = sorted(due, key=lambda h: h.review_after)  # the longest overdue first
     expired = sorted(expired, key=lambda h: h.valid_until, reverse=True)  # the latest to expire first
     data["due_count"], data["expired_count"] = len(due), len(expired)
-    data["due"] = _listed(col, due[:LIST_LIMIT], "review_after")
-    data["expired"] = _listed(col, expired[:LIST_LIMIT], "valid_until")
+    data["due"] = _listed(memory, name, due[:LIST_LIMIT], "review_after")
+    data["expired"] = _listed(memory, name, expired[:LIST_LIMIT], "valid_until")
 
-    data["links"] = _recent_links(col, heads, visible)
+    data["links"] = _recent_links(memory, name, heads)
     data["private"] = private
     if view.param("preview") == "1":
         data["preview"] = {"available": False, "note": "Consolidation is not previewed in a private collection: "
                                                         "session turns are never consolidated."} if private \
-            else _preview(col)
+            else _preview(memory, name)
     return data
 
 
-def _with_members(col, heads: list, visible: set | None) -> list[dict]:
+def _with_members(door, name: str, heads: list) -> list[dict]:
     """Consolidated memories, each with the start of its text and of its first members'."""
     member_ids = [m for h in heads for m in h.consolidates[:MEMBERS_SHOWN]]
-    texts = _snippets(col, [h.id for h in heads] + member_ids, visible)
+    texts = _snippets(door, name, [h.id for h in heads] + member_ids)
     return [{"id": h.id, "project": h.project, "author": h.author, "updated": iso(h.updated),
              "snippet": texts.get(h.id, ""), "count": len(h.consolidates),
              "members": [{"id": m, "snippet": texts.get(m)} for m in h.consolidates[:MEMBERS_SHOWN]]}
             for h in heads]
 
 
-def _listed(col, heads: list, when: str) -> list[dict]:
-    texts = _snippets(col, [h.id for h in heads], None)
+def _listed(door, name: str, heads: list, when: str) -> list[dict]:
+    texts = _snippets(door, name, [h.id for h in heads])
     return [{"id": h.id, "project": h.project, "type": h.type, "author": h.author, "snippet": texts.get(h.id, ""),
              "when": _date(getattr(h, when))} for h in heads]
 
 
-def _recent_links(col, heads: list, visible: set | None) -> list[dict]:
+def _recent_links(door, name: str, heads: list) -> list[dict]:
     """The latest supersession links and unlinks, with how and why. Links are made when the newer memory is
     stored, so the newest memories that hold links hold the latest ones; only those are read from the log."""
     holders = sorted((h for h in heads if h.supersedes), key=lambda h: h.created, reverse=True)[:LIST_LIMIT]
-    newer = {m.id: m for m in col.get_many([h.id for h in holders])}
+    newer = {m.id: m for m in door.get_many(name, [h.id for h in holders])}
     changes = [(m, c) for m in newer.values() for c in m.link_history]
     changes.sort(key=lambda mc: mc[1].at, reverse=True)
     changes = changes[:LIST_LIMIT]
-    texts = _snippets(col, [c.target for _, c in changes], visible)
+    texts = _snippets(door, name, [c.target for _, c in changes])
     return [{**_link_change(c), "id": m.id, "snippet": _snippet(m.content), "target_snippet": texts.get(c.target),
              "current": c.target in m.supersedes} for m, c in changes]
 
 
-def _preview(col) -> dict:
-    """What a consolidation of every author's memories would gather now (consolidate.py, dry run: nothing is
-    written)."""
-    from . import consolidate
-    report = consolidate.consolidate(col, col.config, author=None, dry_run=True, now=time.time())
+def _preview(door, name: str) -> dict:
+    """What a consolidation of every author's memories would gather now (lifecycle/consolidation.py, dry run:
+    nothing is written)."""
+    report = door.consolidation_preview(name, now=time.time())
     clusters = [c for c in report.clusters if c.action != "unchanged"]
     shown = clusters[:LIST_LIMIT]
-    texts = _snippets(col, [m for c in shown for m in c.members[:MEMBERS_SHOWN]], None)
+    texts = _snippets(door, name, [m for c in shown for m in c.members[:MEMBERS_SHOWN]])
     return {"available": True, "count": len(clusters), "unchanged": len(report.clusters) - len(clusters),
             "seconds": round(report.seconds, 2),
             "clusters": [{"id": c.id, "project": c.project, "author": c.author, "action": c.action,
@@ -262,10 +234,9 @@ def _preview(col) -> dict:
                          for c in shown]}
 
 
-def _snippets(col, ids: list[str], visible: set | None) -> dict[str, str]:
+def _snippets(door, name: str, ids: list[str]) -> dict[str, str]:
     """The start of each live memory's text (those the viewer may see), read from the log in one pass."""
-    wanted = list(dict.fromkeys(i for i in ids if visible is None or i in visible))
-    return {m.id: _snippet(m.content) for m in col.get_many(wanted)}
+    return {m.id: _snippet(m.content) for m in door.get_many(name, list(dict.fromkeys(ids)))}
 
 
 def _snippet(text: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from persmem_core.sdk import HEADER_BYTES, ResealReport, Sealer, atomic_write_bytes, fsync_dir, is_sealed
 
 from .store.checkpoint import CHECKPOINT_NAME, drop as drop_checkpoint
-from .search.retrievals import USAGE_NAME, USAGE_PURPOSE
+from .store.retrievals import USAGE_NAME, USAGE_PURPOSE
 from .store.log import LOG_NAME, PURPOSE, RecordLog, frame_needs_reseal, intact_frames, read_frames, reseal_frame
 from .store.replay import INDEX_NAME
 from .service import MemoryService, collection_folders

@@ -8,7 +8,7 @@ One process owns the memory folder at a time (an exclusive lock file), so
 two servers never write the same log; share one server over HTTP instead.
 
 The service seals what it writes with the home's Sealer (`host.sealer`, handed to every collection). Before the
-server takes the store, the key ids its sealed files name are checked against the keys on hand (`check_keys`):
+server takes the store, the key ids its sealed files name are checked against the keys on hand (store/key_check.py):
 a missing or wrong key stops the server with the file and the fix named, before anything is written.
 """
 
@@ -22,21 +22,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from persmem_core.sdk import (
-    HEADER_BYTES,
-    Sealer,
-    SealingError,
-    UserError,
-    fsync_dir,
-    missing_key_message,
-    sealed_key_id,
-)
+from persmem_core.sdk import Sealer, UserError, fsync_dir
 
-from .collection import Collection, Hit
+from .access import AgentMemory
+from .collection import Collection
 from .config import MemoryConfig
 from .embedding.background import BackgroundEmbedder
-from .store.log import HEADER, LOG_NAME, MAX_FRAME, write_failed
-from .store.query import Filters, did_you_mean, shown
+from .store.key_check import check_keys
+from .store.log import LOG_NAME, write_failed
+from .store.query import did_you_mean, shown
 
 NAME = "memory_hnsw"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "memory"  # $PERSMEM_HOME/memory
@@ -149,48 +143,6 @@ def service(host) -> MemoryService:
     return running
 
 
-def first_sealed_key(log_path: Path) -> str | None:
-    """The key id of the first sealed frame of a record log (None when it holds none), from frame headers alone:
-    reads up to that frame, not the whole log."""
-    try:
-        f = open(log_path, "rb")
-    except FileNotFoundError:
-        return None
-    with f:
-        while True:
-            head = f.read(HEADER.size + HEADER_BYTES)
-            if len(head) < HEADER.size:
-                return None
-            length, _ = HEADER.unpack_from(head, 0)
-            if length > MAX_FRAME:
-                return None  # a damaged tail: the replay deals with it
-            found = sealed_key_id(head[HEADER.size : HEADER.size + length])
-            if found is not None:
-                return found
-            f.seek(length - (len(head) - HEADER.size), os.SEEK_CUR)
-
-
-def check_keys(folder: Path, sealer: Sealer) -> None:
-    """SealingError, naming the file and the fix, when a collection's log, index or retrieval counts are sealed
-    under a key that is not on hand. Reads a few bytes of each file and writes nothing (no lock either), so a
-    server with the wrong key stops before it changes a byte. (The full check is the replay itself.)"""
-    from .store.checkpoint import CHECKPOINT_NAME
-    from .search.retrievals import USAGE_NAME
-    from .store.replay import INDEX_NAME
-
-    for collection in collection_folders(folder):
-        found = [(collection / LOG_NAME, first_sealed_key(collection / LOG_NAME))]
-        for name in (INDEX_NAME, USAGE_NAME, CHECKPOINT_NAME):
-            try:
-                with open(collection / name, "rb") as f:
-                    found.append((collection / name, sealed_key_id(f.read(HEADER_BYTES))))
-            except FileNotFoundError:
-                pass
-        for path, key in found:
-            if key is not None and key not in sealer.known_ids:
-                raise SealingError(f"{path}: {missing_key_message(key, sealer.known_ids)}")
-
-
 class MemoryService:
     def __init__(self, folder: Path, config: MemoryConfig, embedder, sealer: Sealer | None = None, replication=None):
         """`sealer`: the home's (host.sealer); None writes plaintext and refuses sealed files. `replication`: the
@@ -221,7 +173,7 @@ class MemoryService:
         MCP at once; a memory tool called during the load waits for it). Once loaded, the idle-time
         consolidation job starts ([memory] consolidate_every_hours; the CLI's services never run it). A sealed
         file whose key is not on hand stops it here, before the lock file is written (check_keys)."""
-        check_keys(self.folder, self.sealer)
+        check_keys(collection_folders(self.folder), self.sealer)
         self.lock()
         self._loader = threading.Thread(target=self._load_quietly, name="memory-load", daemon=True)
         self._loader.start()
@@ -235,7 +187,7 @@ class MemoryService:
             self.embedder.load()
             model_loaded = True
             self.load()
-            from .consolidate import ConsolidationJob
+            from .lifecycle.consolidation_job import ConsolidationJob
 
             self._consolidation = ConsolidationJob(self, self.config).start()
         except BaseException as exc:  # noqa: BLE001 - kept and reported to every caller
@@ -402,8 +354,7 @@ class MemoryService:
     def collections(self) -> dict[str, Collection]:
         return dict(self._collections)
 
-    def search_hits(self, collection: str, query: str, *, top_k: int, filters: Filters, mode: str = "hybrid",
-                    recency_weight: float = 0.0) -> list[Hit]:
-        """The `top_k` best memories for `query`, best first, with their scores (search/replies.py shapes them)."""
-        return self.collection(collection, create=False).search(query, top_k=top_k, filters=filters, mode=mode,
-                                                                recency_weight=recency_weight)
+    def as_agent(self, agent: str) -> AgentMemory:
+        """The store as `agent` may read and change it: the door tools, panels and other plugins use (access.py
+        applies the permission rules)."""
+        return AgentMemory(self, agent)

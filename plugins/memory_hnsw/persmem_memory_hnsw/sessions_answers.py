@@ -23,10 +23,11 @@ from persmem_core.sdk import UserError, prompt_line, valid_text
 
 from .collection import Hit, NewMemory, WriteFailed
 from .store.contexts import MAX_CONTEXT_CHARS, conversation_contexts
-from .permissions import BOOTSTRAP_TYPES, own_filters, pinned_for, visible_to
+from .permissions import BOOTSTRAP_TYPES
 from .store.query import Filters
 from .store.records import Memory, iso, parse_iso
 from .search.replies import above_floor, shaped_content
+from .access import AgentMemory
 from .service import MemoryService
 
 log = logging.getLogger("persmem.memory.sessions")
@@ -63,52 +64,52 @@ def index_turns(memories: MemoryService, agent: str, turns: list[dict]) -> int:
     if not items:
         return 0
     new = 0
+    memory = memories.as_agent(agent)
     with _index_lock:
-        col = memories.collection(SESSIONS, create=True)
         for start in range(0, len(items), INDEX_BATCH):
-            fresh = _not_indexed(col, agent, items[start:start + INDEX_BATCH])
+            fresh = _not_indexed(memory, items[start:start + INDEX_BATCH])
             if fresh:
-                new += _store(col, agent, fresh)
+                new += _store(memory, fresh)
     return new
 
 
-def _not_indexed(col, agent: str, batch: list[NewMemory]) -> list[NewMemory]:
+def _not_indexed(memory: AgentMemory, batch: list[NewMemory]) -> list[NewMemory]:
     """The memories of `batch` not stored yet. An id held by another author's memory cannot be this turn's (it
     was named by a memory_store before private collections refused chosen ids, or `sessions` is not private
     here): the turn is left out, and the log says so, since its session is then not wholly searchable."""
     fresh = []
     for item in batch:
-        held = col.memories.get(item.memory_id)
+        held = memory.author_of(SESSIONS, item.memory_id)
         if held is None:
             fresh.append(item)
-        elif held.author != agent:
+        elif held != memory.agent:
             log.warning("session turn %s of %s not indexed: its id is taken by a memory of %s in collection %r",
-                        item.memory_id, agent, held.author, SESSIONS)
+                        item.memory_id, memory.agent, held, SESSIONS)
     return fresh
 
 
-def _store(col, agent: str, items: list[NewMemory]) -> int:
+def _store(memory: AgentMemory, items: list[NewMemory]) -> int:
     """Store `items` in one durable write; when one of them is refused (by the store: its size, its id taken
     meanwhile; by the embedder: a text it cannot read), each on its own, leaving out the refused ones."""
     try:
-        return _count_stored(col.store(items, author=agent, dedup=False))
+        return _count_stored(memory.store(SESSIONS, items, dedup=False))
     except WriteFailed:
         raise
     except (UserError, TypeError, ValueError):
         pass  # which one? store them one by one
     new = 0
     for item in items:
-        if item.memory_id in col.memories:
+        if memory.author_of(SESSIONS, item.memory_id) is not None:
             continue
         try:
-            new += _count_stored(col.store([item], author=agent, dedup=False))
+            new += _count_stored(memory.store(SESSIONS, [item], dedup=False))
         except WriteFailed:
             raise
         except UserError as exc:  # says what is wrong with the memory, never its content
-            log.warning("session turn %s of %s not indexed: %s", item.memory_id, agent, str(exc)[:300])
+            log.warning("session turn %s of %s not indexed: %s", item.memory_id, memory.agent, str(exc)[:300])
         except (TypeError, ValueError) as exc:  # the embedder's message may quote the text: its kind only
             log.warning("session turn %s of %s not indexed: the embedder refused its text (%s)", item.memory_id,
-                        agent, type(exc).__name__)
+                        memory.agent, type(exc).__name__)
     return new
 
 
@@ -177,19 +178,17 @@ def as_turn(memory: Memory) -> dict:
             "cwd": memory.context.split("\n", 1)[0], "project": memory.project}
 
 
-def session_hits(memories: MemoryService, agent: str, query: str, *, top_k: int, filters: Filters) -> list[Hit]:
-    """`agent`'s own turns best matching `query` (whatever `filters` say of authors), best first."""
-    if SESSIONS not in memories.collections():
-        return []
+def session_hits(memory: AgentMemory, query: str, *, top_k: int, filters: Filters) -> list[Hit]:
+    """The agent's own turns best matching `query` (whatever `filters` say of authors), best first."""
     filters = Filters(project=filters.project, type=filters.type, tags=filters.tags, since=filters.since,
-                      until=filters.until, author=agent)
-    return memories.search_hits(SESSIONS, query[:SEARCHED_CHARS], top_k=top_k, filters=filters)
+                      until=filters.until, author=memory.agent)
+    return memory.search(SESSIONS, query[:SEARCHED_CHARS], top_k=top_k, filters=filters)
 
 
 def search_turns(memories: MemoryService, agent: str, query: str, project: str, session_id: str,
                  top_k: int) -> list[dict]:
     filters = Filters(project=project or None, tags=[f"session:{session_id}"] if session_id else [])
-    hits = above_floor(session_hits(memories, agent, query, top_k=top_k, filters=filters),
+    hits = above_floor(session_hits(memories.as_agent(agent), query, top_k=top_k, filters=filters),
                        memories.config.search_min_relative_score)
     return [{**as_turn(hit.memory), "score": round(hit.score, 3)} for hit in hits]
 
@@ -204,12 +203,13 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
     sessions plugin renders them with the text, which is the memory's words only."""
     if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or MEMORIES not in memories.collections():
         return []
+    memory = memories.as_agent(agent)
     exclude = set(exclude_ids or ())
     floor = memories.config.recall_min_similarity
     pool = top_k + min(len(exclude), 40) + 5
     found: dict[str, Hit] = {}
     for filters in (Filters(project=project or None), Filters()):  # the project's first, then everyone's
-        for hit in _relevant(memories, agent, prompt, filters, pool, floor):
+        for hit in _relevant(memory, prompt, filters, pool, floor):
             if hit.memory.id not in exclude:
                 found.setdefault(hit.memory.id, hit)
         if len(found) >= top_k or not project:
@@ -219,13 +219,12 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
              "project": hit.memory.project} for hit in list(found.values())[:top_k]]
 
 
-def _current_hits(memories: MemoryService, text: str, *, top_k: int, filters: Filters,
+def _current_hits(memory: AgentMemory, text: str, *, top_k: int, filters: Filters,
                   recency_weight: float = 0.0) -> list[Hit]:
     """Hits of the curated memories that still hold: a memory a later one superseded, or past its valid_until,
     is history, never handed to a session as what is true (memory_search still finds them, when asked)."""
-    return memories.collection(MEMORIES, create=False).search(text, top_k=top_k, filters=filters,
-                                                              recency_weight=recency_weight,
-                                                              include_superseded=False, include_expired=False)
+    return memory.search(MEMORIES, text, top_k=top_k, filters=filters, recency_weight=recency_weight,
+                         include_superseded=False, include_expired=False)
 
 
 def attribution(memory: Memory) -> dict:
@@ -238,14 +237,10 @@ def attribution(memory: Memory) -> dict:
     return who
 
 
-def _relevant(memories: MemoryService, agent: str, text: str, filters: Filters, pool: int,
-              floor: float) -> list[Hit]:
-    """Hits of `memories` for `text` that `agent` may see, at or above `floor` in meaning, bootstrap entries
+def _relevant(memory: AgentMemory, text: str, filters: Filters, pool: int, floor: float) -> list[Hit]:
+    """Hits of `memories` for `text` that the agent may see, at or above `floor` in meaning, bootstrap entries
     left out, by similarity."""
-    filters = own_filters(memories.config, MEMORIES, agent, filters)
-    if filters is None:
-        return []
-    hits = _current_hits(memories, text[:SEARCHED_CHARS], top_k=pool, filters=filters)
+    hits = _current_hits(memory, text[:SEARCHED_CHARS], top_k=pool, filters=filters)
     hits = [hit for hit in hits if hit.dense is not None and hit.dense >= floor
             and hit.memory.type not in BOOTSTRAP_TYPES]
     return sorted(hits, key=lambda hit: hit.dense, reverse=True)
@@ -265,49 +260,41 @@ def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget
     handoff, the memories most relevant to the project and the working folder. Empty ones are left out."""
     if MEMORIES not in memories.collections():
         return []
-    config = memories.config
-    col = memories.collection(MEMORIES)
+    memory = memories.as_agent(agent)
     now = time.time()
-
-    def holds(m) -> bool:  # neither superseded nor expired (`recent` calls it under the collection's lock)
-        return col.is_current(m, now)
-
-    pinned = sorted(col.recent(types=BOOTSTRAP_TYPES, limit=50,
-                               predicate=lambda m: pinned_for(agent, m) and holds(m)),
+    # Only what still holds: neither superseded nor expired.
+    pinned = sorted(memory.pinned(MEMORIES, current_only=True, now=now),
                     key=lambda m: (m.type != "identity", m.type, m.created))  # who the agent is, first
     sections = []
     if pinned:
         sections.append(_section("Your identity and directives", pinned,
                                  int(budget_chars * PINNED_SHARE), 0))
-    handoffs = col.recent(types={"handoff"}, project=project, limit=1,
-                          predicate=lambda m: visible_to(config, MEMORIES, agent, m) and holds(m)) if project else []
+    handoffs = memory.handoffs(MEMORIES, project, limit=1, current_only=True, now=now) if project else []
     if handoffs:
         sections.append(_section(f"Latest handoff in project {project}", handoffs,
                                  int(budget_chars * HANDOFF_SHARE), 1))
     shown = {m.id for m in (*pinned, *handoffs)}
-    relevant = [m for m in _project_memories(memories, agent, project, cwd) if m.id not in shown][:RELEVANT_MAX]
+    relevant = [m for m in _project_memories(memory, project, cwd) if m.id not in shown][:RELEVANT_MAX]
     if relevant:
         sections.append(_section(f"Memories relevant to {project or 'this folder'}", relevant,
                                  int(budget_chars * RELEVANT_SHARE), 3))
     return [section for section in sections if section["text"]]
 
 
-def _project_memories(memories: MemoryService, agent: str, project: str, cwd: str) -> list[Memory]:
+def _project_memories(memory: AgentMemory, project: str, cwd: str) -> list[Memory]:
     """The memories most relevant to `project` and the working folder: the project's own best matches for its
     name and the folder's names (recent ones favoured), then others' whose meaning is close to them."""
     words = [project, *_folder_words(cwd)]
     query = " ".join(dict.fromkeys(word for word in words if word))
     if not query:
         return []
-    config = memories.config
     found: list[Memory] = []
     if project:
-        filters = own_filters(config, MEMORIES, agent, Filters(project=project))
-        if filters is not None:
-            hits = _current_hits(memories, query, top_k=RELEVANT_MAX * 3, filters=filters, recency_weight=0.3)
-            found += [hit.memory for hit in hits if hit.memory.type not in BOOTSTRAP_TYPES | {"handoff"}]
+        hits = _current_hits(memory, query, top_k=RELEVANT_MAX * 3, filters=Filters(project=project),
+                             recency_weight=0.3)
+        found += [hit.memory for hit in hits if hit.memory.type not in BOOTSTRAP_TYPES | {"handoff"}]
     if len(found) < RELEVANT_MAX:
-        others = _relevant(memories, agent, query, Filters(), RELEVANT_MAX * 3, config.recall_min_similarity)
+        others = _relevant(memory, query, Filters(), RELEVANT_MAX * 3, memory.config.recall_min_similarity)
         found += [hit.memory for hit in others if hit.memory.type != "handoff" and hit.memory.project != project]
     return found
 

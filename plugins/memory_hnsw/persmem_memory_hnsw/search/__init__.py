@@ -5,5 +5,4 @@
                     "later statement wins" rule
 - `query_dates.py`  the times a search query names ("in May 2023", "yesterday"), for date-aware ranking
 - `replies.py`      search replies sized for an AI: passages, budget, marks
-- `retrievals.py`  how often each memory was retrieved (statistics ranking weighs, saved with the index)
 """

@@ -13,5 +13,8 @@
 - `checkpoint_save.py`  writing the checkpoint (temp file, fsync, rename, then its sidecar)
 - `checkpoint_load.py`  loading a checkpoint that fits the log, model and format into empty rows
 - `replay.py`      opening a collection: checkpoint or log replay, model check, index load + reconcile, or rebuild
+- `new_memory.py`  what a store is given (NewMemory) and the checks every new text passes
+- `retrievals.py`  how often each memory was retrieved (statistics ranking weighs, saved with the index)
+- `key_check.py`   are the keys the sealed files name on hand? (before a server takes the store)
 - `heap.py`        growing numpy columns, handing freed memory back to the OS
 """

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from persmem_core.sdk import UserError
 
 from ..config import MemoryConfig
-from ..store.contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
-from ..store.records import ID_RE
+from .contexts import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
+from .records import ID_RE
 
 
 @dataclass

@@ -19,7 +19,7 @@ from ..permissions import check_change, may_edit
 from ..store.records import Delete, Feedback, LinkChange, Memory, Put, content_hash, trim_feedback, version_of
 from ..store.replay import matrix
 from .commit import append, commit, maintain
-from .new_memory import NewMemory, check_content, check_new
+from ..store.new_memory import NewMemory, check_content, check_new
 
 MAX_NOTE_CHARS = 500  # a memory_validate note
 

@@ -21,7 +21,7 @@ from ..search.weighing import CONSOLIDATED_TYPE
 from ..store.heap import release_freed_memory
 from ..store.records import LinkChange, Memory, Put, content_hash, new_id
 from .commit import commit, sync
-from .new_memory import NewMemory, check_new
+from ..store.new_memory import NewMemory, check_new
 
 
 @replicated
