@@ -55,21 +55,10 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
                 raise UserError(f"memory id {item.memory_id!r} already exists; use memory_update to change it.")
             explicit = check_supersedes(c, item, owner, editors)
             if dedup:
-                same = (exact_duplicate(c.rows, c.memory_of, item.project, owner, digest)
-                        or batch_hashes.get((item.project, owner, digest)))
-                if same:
-                    results.append({"status": "duplicate", "id": same, "match": "exact"})
+                duplicate = _duplicate_of(c, item, owner, digest, counts[i] == 1, embedded, i, batch_hashes)
+                if duplicate is not None:
+                    results.append(duplicate)
                     continue
-                twins = word_twins(c.rows, c.memory_of, item.project, owner, item.content) \
-                    if counts[i] == 1 else []
-                if twins:  # close in words to one of its own: embed it now to compare the meaning
-                    if embedded[i] is None:
-                        embedded[i] = c.embedder.embed_chunks([item.content])[0]
-                    near = near_duplicate(twins, embedded[i], c.vectors_now, c.config.dedup_threshold)
-                    if near is not None:
-                        results.append({"status": "duplicate", "id": near[0], "match": "near",
-                                        "similarity": round(near[1], 4)})
-                        continue
             vecs = embedded[i]
             memory_id = item.memory_id or new_id()
             created = item.created if item.created is not None else now
@@ -92,12 +81,9 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
                             consolidates=list(item.consolidates), valid_until=item.valid_until,
                             review_after=item.review_after)
             batch_hashes[(item.project, owner, digest)] = memory_id
-            if vecs is None:
-                puts.append(Put(memory=memory, vectors=b"", detect=detect))
-                pending.append((memory, np.zeros((0, c.embedder.dim), dtype=np.float32)))
-            else:
-                puts.append(Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()))
-                pending.append((memory, vecs))
+            put, vecs = _put_of(c, memory, vecs, detect)
+            puts.append(put)
+            pending.append((memory, vecs))
             result = {"status": "stored", "id": memory_id, "chunks": len(labels)}
             if made:
                 result["supersedes"] = made
@@ -114,6 +100,35 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
     if len(items) >= 64:  # a bulk store leaves its batch garbage behind
         release_freed_memory()
     return results
+
+
+def _duplicate_of(c, item: NewMemory, owner: str, digest: str, one_chunk: bool, embedded: list, i: int,
+                  batch_hashes: dict) -> dict | None:
+    """The store result for `item` when it repeats one of `owner`'s memories in its project: the same text
+    (stored, or earlier in this batch), or, for a one-chunk text close in words to one of them, the same
+    meaning (it is embedded now to compare: `embedded[i]`). None when it is new."""
+    same = (exact_duplicate(c.rows, c.memory_of, item.project, owner, digest)
+            or batch_hashes.get((item.project, owner, digest)))
+    if same:
+        return {"status": "duplicate", "id": same, "match": "exact"}
+    twins = word_twins(c.rows, c.memory_of, item.project, owner, item.content) if one_chunk else []
+    if not twins:
+        return None
+    if embedded[i] is None:
+        embedded[i] = c.embedder.embed_chunks([item.content])[0]
+    near = near_duplicate(twins, embedded[i], c.vectors_now, c.config.dedup_threshold)
+    if near is None:
+        return None
+    return {"status": "duplicate", "id": near[0], "match": "near", "similarity": round(near[1], 4)}
+
+
+def _put_of(c, memory: Memory, vecs: np.ndarray | None, detect: bool) -> tuple[Put, np.ndarray]:
+    """The log entry of a new memory and the vectors to index: none yet (it waits for the background embedder,
+    still asking for detection if it does), or those it was embedded with."""
+    if vecs is None:
+        return Put(memory=memory, vectors=b"", detect=detect), np.zeros((0, c.embedder.dim), dtype=np.float32)
+    return Put(memory=memory, vectors=vecs.astype(np.float32).tobytes()), vecs
+
 
 def superseded_link(c, project: str, owner: str, editors: dict[str, list[str]], created: float,
                      content: str, vecs: np.ndarray) -> tuple[LinkChange, dict] | None:
