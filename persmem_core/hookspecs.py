@@ -10,6 +10,8 @@ See docs/plugins.md for a walkthrough.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import pluggy
 
 PROJECT = "persmem"
@@ -78,3 +80,24 @@ def reseal(host, sealer, progress, dry_run):
     rewrite), so a kill -9 at any moment leaves every file readable with the keys on hand. Call
     `progress(what, done, total)` as you go. With `dry_run`, write nothing and count. Return a
     `persmem_core.crypto.sealing.ResealReport`. `persmem key migrate|rotate` call this with no server running."""
+
+
+class BriefingSection(TypedDict):
+    """One `briefing_sections` answer item."""
+
+    title: str
+    text: str
+    priority: int
+    memory_ids: list[str]
+
+
+@hookspec
+def briefing_sections(host, agent, project, cwd, budget_chars) -> list[BriefingSection]:
+    """What a session starts with, from each plugin that has something to say (memory: the agent's identity,
+    the latest handoff, relevant memories; mail: unread mail): a list of {"title": str, "text": str, "priority":
+    int (smaller comes first and is cut last), "memory_ids": [str]}. `budget_chars` is the whole briefing's size,
+    so keep each section well under it. Text an agent stored goes in as one line per item made by
+    persmem_core.sdk.prompt_line, its author in it: the briefing is read by another agent's session. Other
+    lines are made inert (no heading, no control character, no tag) and a section cut for space loses whole
+    lines from its end. Gather the answers with `persmem_core.sdk.session_start_sections`: the sessions plugin's
+    SessionStart hook and the memory plugin's chorus_init both do."""

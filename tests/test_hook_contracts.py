@@ -13,8 +13,9 @@ import msgspec
 import pytest
 
 from persmem_amq_maildir.hookspecs import MailBackend
-from persmem_memory_hnsw.hookspecs import Embedder, InboxSummary
-from persmem_sessions.hookspecs import BriefingSection, Recalled, Turn
+from persmem_core.sdk import BriefingSection, session_start_sections
+from persmem_memory_hnsw.hookspecs import Embedder
+from persmem_sessions.hookspecs import Recalled, Turn
 
 
 def members(protocol) -> dict[str, object]:
@@ -72,9 +73,17 @@ def test_briefing_sections_and_recall_answers_meet_their_types(host):
     assert msgspec.convert(recalled, list[Recalled])[0]["author"] == "kite"
 
 
-def test_inbox_and_session_turns_meet_their_types(host):
-    inbox = [answer for answer in host.hook.inbox_summary(host=host, agent="kite") if answer]
-    assert msgspec.convert(inbox, list[InboxSummary])[0]["unread"] == 1
+def test_a_session_start_is_gathered_once_for_every_door(host):
+    """session_start_sections is the one way: the sessions briefing takes every section; chorus_init leaves out
+    the memory plugin's own (it lists pinned entries and handoffs itself) and keeps the mail section."""
+    every = session_start_sections(host, "kite", "infra", "", 8000)
+    assert [s["priority"] for s in every] == sorted(s["priority"] for s in every)
+    assert "Unread mail" in {s["title"] for s in every} and len(every) >= 2
+    mail_only = session_start_sections(host, "kite", "infra", "", 8000, leave_out=("memory_hnsw",))
+    assert [s["title"] for s in mail_only] == ["Unread mail"]
+
+
+def test_session_turns_meet_their_types(host):
     turn = {"session_id": "s1", "client": "claude", "index": 0, "role": "user", "text": "how do I deploy infra?",
             "time": "2026-11-28T07:00:00Z", "cwd": "/src/infra", "project": "infra"}
     assert host.hook.index_session_turns(host=host, agent="kite", turns=[msgspec.convert(turn, Turn)]) == [1]

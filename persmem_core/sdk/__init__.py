@@ -17,6 +17,8 @@ The groups (the core room that holds each today is in `_group` below):
 - hooks and registration: `hookimpl`, `hookspec` (declare hooks other plugins answer), `CallContext`,
   `agent_of_scope`, `ConfigSection`, `UserError`, `PluginConflictError`, `NotReady`, `PerPlugin`, `call_each`,
   `get_host` (the Host of a CLI command)
+- what a session starts with: `BriefingSection`, `session_start_sections` (the `briefing_sections` answers,
+  gathered)
 - health: `pass_`, `warn`, `fail`, `run_doctor`
 - agents: `AgentStore`, `NAME_RE`
 - durable files: `atomic_write_bytes`, `atomic_write_at`, `create_private`, `open_private`, `fsync_dir`,
@@ -46,7 +48,8 @@ def _group(module: str, *names: str) -> None:
         _NAMES[name] = (f"persmem_core.{module}", name)
 
 
-_group("hookspecs", "hookimpl", "hookspec")
+_group("hookspecs", "hookimpl", "hookspec", "BriefingSection")
+_group("session_start", "session_start_sections")
 _group("context", "CallContext")
 _group("auth.scope", "agent_of_scope")
 _group("settings", "ConfigSection")

@@ -2,7 +2,7 @@
 
 Modules, one job each:
 - `plugin.py`   the pluggy hooks (only hooks): config, tools, routes, panel, CLI, startup/shutdown, doctor,
-                backup, and the answer to the memory plugin's `inbox_summary`
+                backup, and the Mail section of what a session starts with (`briefing_sections`)
 - `config.py`   the [amq] section of persmem.toml
 - `service.py`  the mail store of this host, opened at startup and kept in `host.state`; the mail root
 - `tools.py`    the MCP tools (amq_*)

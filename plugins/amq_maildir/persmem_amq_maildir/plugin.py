@@ -1,6 +1,6 @@
 """The AMQ plugin's hooks: its own hook (`amq_backend`, where mail is kept), config, tools, the /amq HTTP endpoint,
-CLI, lifecycle, doctor, backup and restore, reseal (`persmem key migrate|rotate`), the answers to the memory plugin's `inbox_summary` and the sessions plugin's `briefing_sections` (hooks, not
-imports). The mail store itself is the service (service.py), kept in `host.state` from startup to shutdown."""
+CLI, lifecycle, doctor, backup and restore, reseal (`persmem key migrate|rotate`), and the Mail section of what a
+session starts with (the core's `briefing_sections` hook). The mail store itself is the service (service.py), kept in `host.state` from startup to shutdown."""
 
 from __future__ import annotations
 
@@ -66,19 +66,10 @@ def shutdown(host):
         store.close()  # a Maildir holds no open files; a backend stops its background work
 
 
-@hookimpl(optionalhook=True)
-def inbox_summary(host, agent):
-    """Unread mail for the memory plugin's chorus_init: counts and the newest unread messages with bodies.
-    Nothing is marked read."""
-    from .service import inbox_summary, service
-
-    return inbox_summary(service(host), agent)
-
-
-@hookimpl(optionalhook=True)
+@hookimpl
 def briefing_sections(host, agent, project, cwd, budget_chars):
-    """The sessions plugin's briefing at a session's start: the Mail section (unread count, newest senders and
-    subjects). Nothing is marked read."""
+    """What a session starts with (the sessions plugin's briefing, the memory plugin's chorus_init): the Mail
+    section (unread count, newest senders and subjects; amq_read gives a body). Nothing is marked read."""
     from .service import briefing_section, service
 
     section = briefing_section(service(host), agent, budget_chars)

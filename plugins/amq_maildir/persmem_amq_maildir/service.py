@@ -13,12 +13,10 @@ from pathlib import Path
 
 from persmem_core.sdk import prompt_line
 
-from .rows import full
 from .store import MailStore
 
 NAME = "amq_maildir"  # the plugin's entry-point name: its key in host.state
 DATA_FOLDER = "amq"  # the default mail root, <home>/amq
-SUMMARY_MESSAGES = 10  # the newest unread messages inbox_summary hands over with their bodies
 BRIEFING_MESSAGES = 5  # the newest unread messages a session's briefing names (sender and subject)
 BRIEFING_SHARE = 0.1  # of the whole briefing's size
 
@@ -44,14 +42,6 @@ def mail_backend(host):
 
 def service(host) -> MailStore:
     return host.state.get(NAME)
-
-
-def inbox_summary(store: MailStore, agent: str) -> dict:
-    """Unread mail of `agent`: the count and the newest unread messages with bodies. Nothing is marked read."""
-    entries, _ = store.box(agent).scan(("new",))
-    entries.sort(key=lambda e: e.message.header.created, reverse=True)
-    return {"available": True, "unread": len(entries), "messages": [full(e) for e in entries[:SUMMARY_MESSAGES]],
-            "note": "peeked, not marked read: amq_read each message you act on"}
 
 
 def briefing_section(store: MailStore, agent: str, budget_chars: int) -> dict | None:

@@ -1,11 +1,13 @@
 """The AMQ tools keep their contract, through a real server: a reply or a thread names mail the caller can see
 (never a conversation under a made-up name), and results carry no internals (file names, format version)."""
 
+import json
+
 import anyio
 import httpx2
 import pytest
 
-from persmem_amq_maildir.service import inbox_summary
+from persmem_amq_maildir.service import briefing_section
 from persmem_amq_maildir.rows import row
 from persmem_core.sdk.testing import ToolCallError, tool_result
 
@@ -118,11 +120,13 @@ def test_amq_read_over_stdio_has_no_internal_fields_and_a_made_up_reply_is_refus
 
 
 def test_event_stream_and_summary_items_carry_no_internal_fields(store):
-    # the SSE feed and the memory plugin's inbox summary build their items with the tools' `row`/`full`
+    # the SSE feed builds its items with the tools' `row`; the Mail section of a session start names the sender,
+    # the time and the subject only
     store.send("kite", "wren", "hello")
     entry = store.box("wren").scan()[0][0]
     assert not set(row("wren", entry)) & INTERNAL
-    assert not _keys(inbox_summary(store, "wren")) & INTERNAL
+    lines = briefing_section(store, "wren", 4000)["text"].split("\n")[1:]
+    assert lines and not set().union(*(json.loads(line) for line in lines)) & INTERNAL
 
 
 def test_the_mail_is_kept_where_the_backend_says(server, request):

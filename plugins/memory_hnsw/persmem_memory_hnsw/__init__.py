@@ -2,7 +2,7 @@
 
 Modules, one job each (hooks, then entry points, then the service, then the domain rooms; nothing imports upward):
 - plugin.py        the hook implementations (what persmem sees)
-- hookspecs.py     the hooks this plugin adds (register_embedders, inbox_summary) and their answers' types
+- hookspecs.py     the hook this plugin adds (register_embedders) and its answer's type
 - config.py        the [memory] config section
 - tools/           the MCP tools (persMEM's names and arguments), one module per kind of call
 - panels.py        the dashboard panels (Overview, Memories, Lifecycle); panel_templates/ holds their templates

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from persmem_core.sdk import hookspec
 
@@ -26,22 +26,8 @@ class Embedder(Protocol):
 EmbedderFactory = Callable[[Path], Embedder]  # factory(cache folder) -> Embedder
 
 
-class InboxSummary(TypedDict):
-    """An `inbox_summary` answer."""
-
-    available: bool
-    unread: int
-    messages: list[dict[str, Any]]
-
-
 @hookspec
 def register_embedders(register):
     """Offer an embedding model: `register(name, factory)`; factory(cache) returns an `Embedder` (like
     embedder.OnnxEmbedder). `cache` is a folder (not created yet) where it may keep files it derives, such as a
     re-quantized model."""
-
-
-@hookspec
-def inbox_summary(host, agent) -> InboxSummary | None:
-    """For chorus_init: {"available": True, "unread": n, "messages": [...]} for `agent`, from whichever
-    plugin holds mail (nothing is marked read); None if this plugin has nothing to say."""

@@ -215,7 +215,7 @@ def search_session_turns(host, agent, query, project, session_id, top_k):
     return search_turns(service(host), agent, query, project, session_id, top_k)
 
 
-@hookimpl(optionalhook=True)
+@hookimpl
 def briefing_sections(host, agent, project, cwd, budget_chars):
     from .service import service
     from .sessions_answers import briefing

@@ -1,6 +1,7 @@
-"""What the sessions plugin asks other plugins, without importing them (the memory plugin answers the memory
-questions, the mail plugin adds its unread mail to the briefing). Every answer is optional: without a memory
-plugin, sessions are archived and listed but neither indexed nor searched.
+"""What the sessions plugin asks other plugins, without importing them (the memory plugin answers them). Every
+answer is optional: without a memory plugin, sessions are archived and listed but neither indexed nor searched.
+The briefing a session starts with is the core's `briefing_sections` hook (persmem_core/hookspecs.py), gathered
+with `persmem_core.sdk.session_start_sections`.
 
 A turn, as handed to `index_session_turns` and returned by `search_session_turns`:
     {"session_id": str, "client": "claude"|"codex", "index": int (0-based, in the session), "role":
@@ -30,15 +31,6 @@ class Turn(TypedDict):
     score: NotRequired[float]
 
 
-class BriefingSection(TypedDict):
-    """One `briefing_sections` answer item."""
-
-    title: str
-    text: str
-    priority: int
-    memory_ids: list[str]
-
-
 class Recalled(TypedDict):
     """One `recall_for_prompt` answer item."""
 
@@ -60,16 +52,6 @@ def index_session_turns(host, agent, turns: list[Turn]) -> int:
 def search_session_turns(host, agent, query, project, session_id, top_k) -> list[Turn] | None:
     """`agent`'s own session turns best matching `query` (optionally only in `project` / `session_id`, empty
     string = any): a list of turns (above) each with a "score", best first; None when nothing can search."""
-
-
-@hookspec
-def briefing_sections(host, agent, project, cwd, budget_chars) -> list[BriefingSection]:
-    """Sections for the briefing a session starts with: a list of {"title": str, "text": str, "priority": int
-    (smaller comes first and is cut last), "memory_ids": [str]}; `budget_chars` is the whole briefing's size,
-    so keep each section well under it. Text an agent stored goes in as one line per item made by
-    persmem_core.sdk.prompt_line, its author in it: the briefing is read by another agent's session. Other
-    lines are made inert (no heading, no control character, no tag) and a section cut for space loses whole
-    lines from its end."""
 
 
 @hookspec(firstresult=True)

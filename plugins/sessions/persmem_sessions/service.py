@@ -30,7 +30,7 @@ from pathlib import Path
 
 import msgspec
 
-from persmem_core.sdk import UserError
+from persmem_core.sdk import UserError, session_start_sections
 
 from . import archive
 from .archive import SessionMeta
@@ -335,19 +335,13 @@ class SessionsService:
         return self._roots
 
     def briefing(self, agent: str, client: str, session_id: str, cwd: str, repo: str = "") -> dict:
-        """The text a session starts with: the `briefing_sections` answers, most important first, within
+        """The text a session starts with: the `briefing_sections` answers (session_start_sections), most
+        important first, within
         [sessions] briefing_tokens (4 characters a token), composed by briefing.py: each section a heading and its
         lines, made inert; a section too long for what is left keeps its first whole lines."""
         project = self.project(cwd, repo)
         budget = self.config.briefing_tokens * 4
-        sections = []
-        try:
-            for answer in self.host.hook.briefing_sections(host=self.host, agent=agent, project=project, cwd=cwd,
-                                                           budget_chars=budget):
-                sections.extend(s for s in (answer or []) if isinstance(s, dict) and isinstance(s.get("text"), str)
-                                and s["text"].strip())
-        except Exception as exc:  # noqa: BLE001 - a failing section must not cost the whole briefing
-            log.warning("briefing_sections failed (%s: %s)", type(exc).__name__, str(exc)[:200])
+        sections = session_start_sections(self.host, agent, project, cwd, budget)
         context, ids = briefing_text(agent, sections, budget)
         self._delivered_to(agent, client, session_id).update(ids)
         return {"context": context, "tokens": math.ceil(len(context) / 4), "project": project, "memory_ids": ids}

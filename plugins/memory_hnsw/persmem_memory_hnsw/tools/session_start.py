@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
-from persmem_core.sdk import CallContext, UserError
+from persmem_core.sdk import CallContext, UserError, session_start_sections
 
 from ..search.replies import memory_list
+from ..service import NAME
 from ..store.query import did_you_mean, parse_label, parse_tags, shown
 from ..store.records import public
 from ..store.new_memory import NewMemory
@@ -14,8 +15,10 @@ from .arguments import caller_memory, check_not_reserved
 
 
 def chorus_init(agent: str = "", project: str = "general", call: CallContext = None) -> dict:
-    """Call once at the start of a session: returns your pinned identity and directive entries, your unread
-    messages (from the mail plugin, if installed) and the last 3 handoff memories of `project`.
+    """Call once at the start of a session: returns your pinned identity and directive entries, the last 3
+    handoff memories of `project`, and `sections`: what other plugins say a session should know, as [{title,
+    text}] (the mail plugin's: how many messages you have unread and the newest senders and subjects, one JSON
+    line each; amq_read gives a body; nothing is marked read). The same as a hooked session's briefing.
     Pinned are only the identity and directive entries you wrote (bootstrap_update); never another agent's.
     `agent` may be left empty: you are the calling agent (a different name is refused).
     A long handoff (or pinned entry) shows its start, marked truncated with full_chars; memory_get gives the whole.
@@ -31,7 +34,6 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     pinned = memory.pinned("memories")
     # The last handoffs, superseded ones included (each is the state of its day), but never an expired one.
     handoffs = memory.handoffs("memories", project, limit=3, current_only=False, now=time.time())
-    inbox = [r for r in call.host.hook.inbox_summary(host=call.host, agent=me) if r is not None]
     pinned = sorted(pinned, key=lambda m: (m.type, m.created))
     # Pinned entries are the agent's own voice: whole when they fit in half the reply budget together.
     pinned_width = max(config.search_passage_chars, config.search_reply_chars // 2 // max(1, len(pinned)))
@@ -40,7 +42,9 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
         "project": project,
         "pinned": memory_list(pinned, pinned_width),
         "handoffs": memory_list(handoffs, config.search_passage_chars),
-        "inbox": inbox[0] if inbox else {"available": False, "note": "no mail plugin installed"},
+        # The sections a SessionStart briefing carries, but the memory plugin's own (the lists above).
+        "sections": [{"title": s["title"], "text": s["text"]} for s in session_start_sections(
+            call.host, me, project, "", config.search_reply_chars // 2, leave_out=(NAME,))],
     }
     if any(item.get("truncated") for item in (*reply["pinned"], *reply["handoffs"])):
         reply["note"] = "Entries marked truncated show their start only; memory_get(memory_id) returns the whole."
