@@ -201,7 +201,7 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
     says nothing about relevance), never an identity or directive entry (those are their author's voice).
     Each gives its author, and its editor when another agent made its current version (attribution): the
     sessions plugin renders them with the text, which is the memory's words only."""
-    if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or MEMORIES not in memories.collections():
+    if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or not memories.as_agent(agent).exists(MEMORIES):
         return []
     memory = memories.as_agent(agent)
     exclude = set(exclude_ids or ())
@@ -258,7 +258,7 @@ ITEM_MIN_CHARS = 160  # an entry shows at least this much, or is left out
 def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget_chars: int) -> list[dict]:
     """The memory plugin's briefing sections: the agent's identity and directive entries, the project's latest
     handoff, the memories most relevant to the project and the working folder. Empty ones are left out."""
-    if MEMORIES not in memories.collections():
+    if not memories.as_agent(agent).exists(MEMORIES):
         return []
     memory = memories.as_agent(agent)
     now = time.time()
