@@ -2,14 +2,14 @@
 
 This is the collection's face: it holds the state and opens, reads, searches and closes; each write is a function
 of writing/ bound here as a method, and a collaborator keeps each side job:
-- writing/storing.py   store: dedup checks (lifecycle/dedup.py) -> labels -> log -> rows (found by keyword from
-                       here on) -> release the lock -> group fsync (store/log.py) -> acknowledge
-- writing/changes.py   update, delete, unlink, validate, consolidated memories, an import's lifecycle
-- writing/embedded.py  the background embedder (embedding/background.py) logs each memory again with its vectors
-- writing/commit.py    the end of every write: log, then rows and index; compaction and index saves
-- cluster/following.py on a cluster: following the memory stream (writing/from_stream.py applies it)
-- store/retrievals.py how often each memory was retrieved (statistics, saved with the index)
-- embedding/tickets.py numbered stores a search waits for
+- writing/storing.py     store: dedup checks (lifecycle/dedup.py) -> labels -> log -> rows (found by keyword
+                         from here on) -> release the lock -> group fsync (store/log.py) -> acknowledge
+- writing/changes.py     update, delete, unlink, validate, consolidated memories, an import's lifecycle
+- writing/embedded.py    the background embedder (embedding/background.py) logs each memory with its vectors
+- writing/commit.py      the end of every write: log, then rows and index; compaction and index saves
+- cluster/collection_stream.py  on a cluster: following the memory stream (writing/from_stream.py applies it)
+- store/retrievals.py    how often each memory was retrieved (statistics, saved with the index)
+- embedding/tickets.py   numbered stores a search waits for
 A write that returned is in the log; everything else can be rebuilt from it (store/replay.py, on open).
 Read path: embed the query outside the lock -> read lock -> rank the rows (search/ranking.py) -> read the
 winners' entries back from the log.
@@ -29,7 +29,7 @@ from readerwriterlock import rwlock
 
 from persmem_core.sdk import Sealer, UserError
 
-from .cluster.following import Following
+from .cluster.collection_stream import CollectionStream
 from .config import MemoryConfig
 from .embedding.tickets import EmbeddingTickets
 from .permissions import check_visible, is_private
@@ -72,7 +72,7 @@ class Collection:
         self.replication = replication
         self.tickets = EmbeddingTickets()  # stores queued for the background embedder; a search waits for them
         self.retrievals = RetrievalCounts(name, self.folder, self.sealer)
-        self.following = Following(self, replication)
+        self.stream = CollectionStream(self, replication)
 
     @property
     def memories(self) -> dict[str, Head]:
@@ -134,7 +134,7 @@ class Collection:
         return self
 
     def close(self) -> None:
-        self.following.stop()
+        self.stream.stop()
         with self.lock.gen_wlock():
             self.closed = True
             try:
@@ -153,17 +153,17 @@ class Collection:
         save_checkpoint(self.folder, self.log, self.rows, self.vectors, self.embedder.model_id)
         self.changes_since_save = 0
         self.retrievals.save(self.rows.heads)
-        if self.following.snapshot_due():
-            self.following.publish_snapshot()
+        if self.stream.snapshot_due():
+            self.stream.publish_snapshot()
 
-    # -- on a cluster (cluster/following.py) --------------------------------------------------------------------
+    # -- on a cluster (cluster/collection_stream.py) -------------------------------------------------------------
     def follow(self) -> None:
-        """Follow the memory stream and return once this node has caught up (Following.follow)."""
-        self.following.follow()
+        """Follow the memory stream and return once this node has caught up (CollectionStream.follow)."""
+        self.stream.follow()
 
     def wait_applied(self, seq: int, timeout: float | None = 30.0) -> None:
-        """Return once the stream's writes up to `seq` are applied here (Following.wait_applied)."""
-        self.following.wait_applied(seq, timeout)
+        """Return once the stream's writes up to `seq` are applied here (CollectionStream.wait_applied)."""
+        self.stream.wait_applied(seq, timeout)
 
     # -- retrieval counts (store/retrievals.py) ----------------------------------------------------------------
     def record_retrievals(self, ids: list[str], *, by: str | None = None) -> None:

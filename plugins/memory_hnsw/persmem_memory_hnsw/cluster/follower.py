@@ -1,4 +1,4 @@
-"""Following one collection's part of the memory stream on this node (the NATS side; cluster/following.py is the
+"""Following one collection's part of the memory stream on this node (the NATS side; cluster/collection_stream.py is the
 collection's): an ordered push consumer from `applied_seq + 1` puts the messages in a queue, and a thread opens
 each (checking it is a write of this collection, in its place) and hands them, in order and in batches, to
 `Collection.apply_replicated`. `Replication.follow` starts one per collection.

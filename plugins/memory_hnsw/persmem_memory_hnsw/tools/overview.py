@@ -56,7 +56,6 @@ def memory_list_collections(call: CallContext = None) -> dict:
     """List collections and how many memories each holds. In a private collection (each agent sees only its
     own entries, like `sessions`, your archived session turns) the count is of your own, marked private."""
     memory = caller_memory(call)
-    listed = []
-    for name in memory.names():
-        listed.append({"name": name, "count": memory.count(name), **({"private": True} if memory.private(name) else {})})
+    listed = [{"name": name, "count": memory.count(name), **({"private": True} if memory.private(name) else {})}
+              for name in memory.names()]
     return {"collections": listed}

@@ -66,7 +66,8 @@ def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: st
     if existing is not None:
         # No grants here: bootstrap_update never changes another agent's entry (also re-checked under the lock).
         memory = agent_memory.update("memories", entry_id, grants=False, content=content, tags=tag_list,
-                                     type=parse_label(entry_type, "entry_type"), project=parse_label(project, "project"))
+                                     type=parse_label(entry_type, "entry_type"),
+                                     project=parse_label(project, "project"))
         return {"status": "updated", **public(memory)}
     check_not_reserved(entry_id, "entry_id")
     item = NewMemory(content=content, project=parse_label(project, "project"), type=parse_label(entry_type, "entry_type"),

@@ -14,7 +14,7 @@ import numpy as np
 
 from persmem_core.sdk import UserError
 
-from ..cluster.following import replicated
+from ..cluster.collection_stream import replicated
 from ..permissions import check_change, may_edit
 from ..store.records import Delete, Feedback, LinkChange, Memory, Put, content_hash, trim_feedback, version_of
 from ..store.replay import matrix

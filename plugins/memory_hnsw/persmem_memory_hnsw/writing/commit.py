@@ -57,11 +57,11 @@ def append(c, entries: list, *, sync: bool = True, seq: int | None = None) -> li
     if seq is not None:
         for entry in entries:
             entry.seq = seq
-        c.following.since_snapshot += len(entries)
+        c.stream.since_snapshot += len(entries)
     try:
         spans = c.log.append(entries) if sync else c.log.write(entries)
         if published:  # (a write from the stream counts as applied once all its entries are: apply_replicated)
-            c.following.applied_to(seq)
+            c.stream.applied_to(seq)
         return spans
     except OSError as exc:
         log.error("collection %s: could not append to %s: %s", c.name, c.log.path, exc)

@@ -11,7 +11,7 @@ import numpy as np
 
 from persmem_core.sdk import UserError
 
-from ..cluster.following import replicated
+from ..cluster.collection_stream import replicated
 from ..permissions import editors_in
 from ..store.records import LinkChange, Memory, Put
 from .commit import append, commit, maintain

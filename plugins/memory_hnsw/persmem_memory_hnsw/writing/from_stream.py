@@ -1,6 +1,6 @@
 """Writes that come from the memory stream (on a cluster), applied here in stream order.
 
-`c` is the Collection; cluster/following.py follows the stream and hands each batch to `apply`.
+`c` is the Collection; cluster/collection_stream.py follows the stream and hands each batch to `apply`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ def apply(c, batch: list[tuple[int, list]]) -> None:
     """Apply writes from the memory stream, in stream order: (sequence, log entries) pairs. A write at or below
     `applied_seq` (made here, or applied before) is skipped. Each entry is logged here with its sequence; a
     memory gets this node's own vector labels."""
-    following = c.following
+    stream = c.stream
     with c.lock.gen_wlock():
         if c.closed:
             return
         for seq, entries in batch:
-            if seq < c.rows.applied_seq or (seq == c.rows.applied_seq and seq != following.reapply):
+            if seq < c.rows.applied_seq or (seq == c.rows.applied_seq and seq != stream.reapply):
                 continue
             for entry in entries:
                 if isinstance(entry, Delete):
@@ -40,7 +40,7 @@ def apply(c, batch: list[tuple[int, list]]) -> None:
                 vecs = matrix(entry.vectors, c.embedder.dim)
                 commit(c, [Put(memory=memory, vectors=entry.vectors, detect=entry.detect)], [(memory, vecs)],
                        sync=False, seq=seq)
-            if seq >= following.reapply:
-                following.reapply = 0
-            following.applied_to(seq)
+            if seq >= stream.reapply:
+                stream.reapply = 0
+            stream.applied_to(seq)
         maintain(c)

@@ -12,7 +12,7 @@ import numpy as np
 
 from persmem_core.sdk import UserError
 
-from ..cluster.following import replicated
+from ..cluster.collection_stream import replicated
 from ..cluster.replication import Behind, ReplicationFailed
 from ..lifecycle.dedup import exact_duplicate, near_duplicate, word_twins
 from ..lifecycle.supersession import find_superseded

@@ -37,13 +37,13 @@ def replicated(write):
             try:
                 return write(c, *args, **kwargs)
             except Behind as behind:
-                c.following.wait_applied(behind.last_seq)
+                c.stream.wait_applied(behind.last_seq)
         raise UserError(f"collection {c.name!r} is being written on other nodes faster than this write could "
                         "follow; nothing was changed. Try again.")
     return again
 
 
-class Following:
+class CollectionStream:
     """The collection `c`'s side of the memory stream. Alone (no replication) it only counts nothing."""
 
     def __init__(self, c, replication):
