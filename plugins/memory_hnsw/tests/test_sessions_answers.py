@@ -169,12 +169,14 @@ def test_indexing_from_several_threads_at_once_stores_each_turn_once(host):
 # -- searching turns back: only the agent's own ------------------------------------------------------------
 
 def test_search_returns_only_the_agents_own_turns_as_turn_dicts(host):
-    host.hook.index_session_turns(host=host, agent="kite", turns=[
+    # heron has no other turns in this module's store: every turn found is one of these (kite's from the tests
+    # above come up by meaning once embedded, and would make the answer depend on the embedder's timing)
+    host.hook.index_session_turns(host=host, agent="heron", turns=[
         turn(0, "the flamingo migration needs a maintenance window", session_id="kite-s"),
         turn(1, "schedule the flamingo migration for Sunday night", session_id="kite-s", role="assistant")])
     host.hook.index_session_turns(host=host, agent="wren", turns=[
         turn(0, "wren's secret: the flamingo migration password is in the vault", session_id="wren-s")])
-    found = host.hook.search_session_turns(host=host, agent="kite", query="flamingo migration", project="",
+    found = host.hook.search_session_turns(host=host, agent="heron", query="flamingo migration", project="",
                                            session_id="", top_k=5)
     assert found and {t["session_id"] for t in found} == {"kite-s"}
     best = found[0]
