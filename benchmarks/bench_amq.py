@@ -94,7 +94,8 @@ def bench_listing(n: int, runs: int) -> tuple:
 def bench_mcp(n: int) -> list[tuple]:
     import anyio
 
-    from persmem_core.testing import clean_env, start_server, tool_result
+    from persmem_core.testing import clean_env, start_server
+    from persmem_core.transport.tool_answers import tool_result
 
     home = Path(tempfile.mkdtemp(prefix="persmem-bench-amq-"))
     server = start_server(home, agents=("kite", "wren"), env=clean_env(home, PERSMEM_DISABLE_PLUGINS="memory_hnsw"))

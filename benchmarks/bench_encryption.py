@@ -81,7 +81,8 @@ async def stores(server, queries, first: int, count: int) -> tuple[int, float]:
 
 def time_restart(home: Path, env: dict, tokens: dict) -> float:
     """Restart the stopped server until its first memory_search answers (s)."""
-    from persmem_core.testing import RunningServer, free_port
+    from persmem_core.net.addresses import free_port
+    from persmem_core.transport.server_process import RunningServer
 
     server = RunningServer(home, env, free_port(), tokens)
     start = time.perf_counter()
@@ -135,7 +136,7 @@ class InProcess:
 
 
 def time_backup(env: dict) -> float:
-    from persmem_core.testing import persmem_command
+    from persmem_core.transport.server_process import persmem_command
 
     dest = Path(tempfile.mkdtemp(prefix="persmem-bench-backup-")) / "b"
     start = time.perf_counter()

@@ -121,7 +121,7 @@ MARKS = ("superseded_by", "restated_by")  # how a search result says a later mem
 
 
 async def server_workload(server, plan: dict) -> dict:
-    from persmem_core.testing import tool_result
+    from persmem_core.transport.tool_answers import tool_result
 
     ids: dict[tuple, str] = {}
     links: list[tuple[dict, str]] = []  # (the item stored, the id it was linked to as superseding)

@@ -174,7 +174,9 @@ def disk_mb(folder: Path) -> float:
 
 
 def run_persmem(texts, queries, n_store, restarts: int = 3) -> dict:
-    from persmem_core.testing import RunningServer, free_port, start_server
+    from persmem_core.net.addresses import free_port
+    from persmem_core.testing import start_server
+    from persmem_core.transport.server_process import RunningServer
 
     server = start_server(Path(tempfile.mkdtemp(prefix="persmem-bench-")), agents=("bench",))
     home, env, tokens = server.home, server.env, server.tokens

@@ -126,7 +126,9 @@ def run_side(mode: str, home: Path, path: str | None, *args: str, script: str = 
 
 
 def serve_round(home: Path, path: str | None, token: str) -> dict:
-    from persmem_core.testing import RunningServer, clean_env, free_port
+    from persmem_core.net.addresses import free_port
+    from persmem_core.testing import clean_env
+    from persmem_core.transport.server_process import RunningServer
 
     env = clean_env(home) | ({"PYTHONPATH": path} if path else {})
     server = RunningServer(home, env, free_port(), {"bench": token}).start(600)

@@ -234,7 +234,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main(quick: bool = False, turns: int | None = None, runs: int | None = None) -> list[tuple[str, str, str]]:
-    from persmem_core.testing import RunningServer, free_port, start_server
+    from persmem_core.net.addresses import free_port
+    from persmem_core.testing import start_server
+    from persmem_core.transport.server_process import RunningServer
 
     texts, questions = locomo()
     runs = runs or (10 if quick else 50)

@@ -75,7 +75,7 @@ def doctor(host):
     checks.append(_check_oauth(host, server))
     checks.append(_check_encryption(host))
     if host.section("cluster").servers:  # who may reach the NATS cluster, and whether frames are sealed and bound
-        from persmem_core.cluster.nats_link import doctor_checks
+        from persmem_core.cluster.nats_doctor import doctor_checks
 
         checks += doctor_checks(host.section("cluster"), host.section("encryption").enabled)
     return checks

@@ -29,6 +29,7 @@ from persmem_core.plugins import (
     PluginInfo,
     call_each,
     load_plugins,
+    misfits,
     new_plugin_manager,
     trace_hooks,
 )
@@ -111,9 +112,22 @@ class Host:
             self.pm.unregister(name=plugin)
 
     def _add_plugin_hookspecs(self) -> None:
-        for plugin, _, exc in call_each(self.pm, "add_hookspecs", add=self.pm.add_hookspecs):
+        """Each plugin's `add_hookspecs`. A plugin whose hookimpl does not fit a spec another plugin adds is failed
+        itself (its error names the hook and what is wrong) before the spec goes in, so one badly written plugin
+        cannot take down the plugin that declares the hook (the dashboard and `register_panels`)."""
+        for plugin, _, exc in call_each(self.pm, "add_hookspecs", add=PerPlugin(self._hookspecs_adder)):
             if exc is not None:
                 self._plugin_failed(plugin, "add_hookspecs failed", exc)
+
+    def _hookspecs_adder(self, declaring: str) -> Callable[[Any], None]:
+        def add(namespace: Any) -> None:
+            if not self.pm.has_plugin(declaring):  # failed while another plugin's hookspecs went in
+                return
+            for plugin, exc in list(misfits(self.pm, namespace, declaring)):
+                self._plugin_failed(plugin, f"its hooks do not fit the hookspecs of plugin {declaring}", exc)
+            self.pm.add_hookspecs(namespace)
+
+        return add
 
     def _collect_sections(self) -> dict[str, tuple[type, str]]:
         sections: dict[str, tuple[type, str]] = {}
@@ -212,15 +226,13 @@ class Host:
         never visible to a command a tool runs, even when a workspace root contains them. The owner's local socket
         too, where a long home path puts it outside the home: whoever reaches it may speak as any agent. And the
         PERSMEM_CACHE_DIR, whose files are loaded (a model): a command that wrote there would choose them."""
-        from persmem_core.transport.ownership import socket_path
-
-        paths = [Path(os.path.realpath(self.home)), Path(os.path.realpath(self.config_path))]
-        local_socket = Path(os.path.realpath(socket_path(self.home)))
-        if not local_socket.is_relative_to(paths[0]):
-            paths.append(local_socket)
+        private = [Path(os.path.realpath(self.home)), Path(os.path.realpath(self.config_path))]
+        local_socket = Path(os.path.realpath(paths.socket_path(self.home)))
+        if not local_socket.is_relative_to(private[0]):
+            private.append(local_socket)
         if self.environ.get("PERSMEM_CACHE_DIR"):
-            paths.append(Path(os.path.realpath(Path(self.environ["PERSMEM_CACHE_DIR"]).expanduser())))
-        return paths
+            private.append(Path(os.path.realpath(Path(self.environ["PERSMEM_CACHE_DIR"]).expanduser())))
+        return private
 
     @property
     def hook(self):

@@ -2,7 +2,9 @@
 
 `$PERSMEM_HOME` if set, else `$XDG_DATA_HOME/persmem`, else
 `~/.local/share/persmem`. The config file is `$PERSMEM_CONFIG` if set, else
-`persmem.toml` inside the home. Each plugin owns one folder in the home.
+`persmem.toml` inside the home. Each plugin owns one folder in the home. The home's owner listens on
+`socket_path(home)`: `<home>/persmem.sock`, or, for a home whose path is too long for a unix socket name, a socket
+named by a hash of the home in a private runtime folder (transport/ownership.py says who owns a home).
 
 The home is its user's alone: 0700, every file in it 0600 (0700 if executable), every folder 0700, whether
 encryption is on or not. `persmem` creates everything under umask 077 (fileio.use_private_umask), and the process
@@ -12,12 +14,16 @@ that takes the home tightens, with a log line, a home an older version left open
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from persmem_core.errors import UserError
 
 log = logging.getLogger("persmem")
 OPEN_TO_OTHERS = 0o077  # mode bits that let the group or anyone else in
@@ -36,6 +42,32 @@ def config_path(environ: dict[str, str] | os._Environ[str] | None = None) -> Pat
     if env.get("PERSMEM_CONFIG"):
         return Path(env["PERSMEM_CONFIG"]).expanduser()
     return home_dir(env) / "persmem.toml"
+
+
+SOCKET_NAME = "persmem.sock"
+MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes with the NUL; keep a margin
+
+
+def socket_path(home: Path) -> Path:
+    """Where the owner of `home` listens (the same answer in every process)."""
+    home = Path(os.path.abspath(home))
+    path = home / SOCKET_NAME
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(home)).hexdigest()[:20]
+    return _runtime_dir() / f"persmem-{digest}.sock"
+
+
+def _runtime_dir() -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(base) if base and os.path.isdir(base) else Path(f"/tmp/persmem-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise UserError(f"{folder} is not a private folder of this user (it must be ours and mode 0700); "
+                        "persmem will not put its socket there. Remove it, or use a shorter PERSMEM_HOME.")
+    return folder
 
 
 @dataclass

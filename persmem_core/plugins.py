@@ -139,6 +139,22 @@ def load_plugins(
     return infos
 
 
+def misfits(pm: pluggy.PluginManager, namespace: Any, declaring: str) -> Iterator[tuple[str, Exception]]:
+    """The plugins other than `declaring` whose hookimpls do not fit the hookspecs in `namespace`, each with
+    pluggy's PluginValidationError (which names the plugin, the hook and what is wrong). pluggy itself checks, on a
+    scratch plugin manager holding only those specs: adding them to `pm` would fail on the first misfit, and leave
+    the specs before it added and the rest not, so the host fails the misfits first and then adds the specs."""
+    scratch = pluggy.PluginManager(pm.project_name)
+    scratch.add_hookspecs(namespace)
+    for name, plugin in pm.list_name_plugin():
+        if name == declaring or plugin is None:
+            continue
+        try:
+            scratch.register(plugin, name=name)
+        except pluggy.PluginValidationError as exc:
+            yield name, exc
+
+
 class PerPlugin:
     """A hook argument made anew for each plugin: `PerPlugin(lambda plugin_name: ...)`."""
 

@@ -19,9 +19,10 @@ plugin's tests import the helpers below from `persmem_core.sdk.testing`). Each f
   headless Chromium (Playwright); `async_chromium_browser()` the same browser for tests driving it from an event
   loop.
 
-`RunningServer` (a `persmem serve` subprocess and its MCP client) and the readers of a tool's answer (`tool_result`,
-`assert_clear_outcome`) live in persmem_core/transport (server_process.py, tool_answers.py); they are imported from
-here as before.
+`RunningServer` (a `persmem serve` subprocess and its MCP client, `persmem_command`) and the readers of a tool's
+answer (`tool_result`, `assert_clear_outcome`, `ToolCallError`, `CRASHED`) live in persmem_core/transport
+(server_process.py, tool_answers.py): import them from there. A plugin's tests import all of these from
+`persmem_core.sdk.testing`, the public face (docs/plugins.md, "Testing your plugin").
 
 The run shares one PERSMEM_CACHE_DIR (made at its start, removed at its end): every server's memory plugin
 prepares its model once per run, not once per home.
@@ -42,9 +43,8 @@ import tomli_w
 
 from persmem_core.auth.agents import AgentStore
 from persmem_core.net.addresses import free_port
-# Tests, benchmarks and persmem_core.sdk.testing import these from here too (persmem_command, CRASHED, ToolCallError).
-from persmem_core.transport.server_process import RunningServer, persmem_command  # noqa: F401
-from persmem_core.transport.tool_answers import CRASHED, ToolCallError, assert_clear_outcome, tool_result  # noqa: F401
+from persmem_core.transport.server_process import RunningServer
+from persmem_core.transport.tool_answers import assert_clear_outcome, tool_result
 
 
 # A raw MCP initialize request and the headers a Streamable HTTP POST needs, for tests below the client.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.testing import persmem_command
+from persmem_core.transport.server_process import persmem_command
 
 SAMPLE_PLUGINS = Path(__file__).parent / "sample_plugins"
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"

@@ -20,7 +20,8 @@ import pytest
 
 from chorus_build import built_extension  # tests/ is on sys.path under pytest's default import mode
 from chorus_mock import MockChat, drain
-from persmem_core.testing import clean_env, free_port, start_server, write_config
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import clean_env, start_server, write_config
 
 ROOT = Path(__file__).parent.parent
 EXTENSION = ROOT / "extension"

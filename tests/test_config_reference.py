@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from persmem_core.config_reference import marked_sections, rewrite, tables, toml_value
-from persmem_core.testing import persmem_command
+from persmem_core.transport.server_process import persmem_command
 
 DOC = Path(__file__).parent.parent / "docs" / "configuration.md"
 

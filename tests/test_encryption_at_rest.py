@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.testing import clean_env, free_port, persmem_command, start_server, tool_result, write_config
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import clean_env, start_server, write_config
+from persmem_core.transport.server_process import persmem_command
 
 # channel -> planted word; a leak names the channel it came through
 PLANTED = {

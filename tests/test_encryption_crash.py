@@ -21,8 +21,10 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.transport.ownership import socket_path
-from persmem_core.testing import clean_env, persmem_command, start_server, tool_result, write_config
+from persmem_core.paths import socket_path
+from persmem_core.testing import clean_env, start_server, write_config
+from persmem_core.transport.server_process import persmem_command
+from persmem_core.transport.tool_answers import tool_result
 
 MEMORIES = 300
 MAILS = 40

@@ -13,7 +13,8 @@ import pytest
 from persmem_core.crypto import keys
 from persmem_core.crypto.sealing import Sealer, SealingError, is_sealed
 from persmem_core.settings import EncryptionConfig
-from persmem_core.testing import clean_env, persmem_command
+from persmem_core.testing import clean_env
+from persmem_core.transport.server_process import persmem_command
 
 NO_PLUGINS = "memory_hnsw,amq_maildir,shell,git,searxng,dashboard,sessions"
 KEY = bytes(range(32))

@@ -18,8 +18,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from persmem_core.transport.ownership import socket_path
-from persmem_core.testing import persmem_command, start_server, write_config
+from persmem_core.paths import socket_path
+from persmem_core.testing import start_server, write_config
+from persmem_core.transport.server_process import persmem_command
 
 OPEN_TO_OTHERS = 0o077
 

@@ -10,7 +10,9 @@ import anyio
 import httpx2
 
 from persmem_core.auth.agents import AgentStore
-from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE as INIT, persmem_command, tool_result
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE as INIT
+from persmem_core.transport.server_process import persmem_command
+from persmem_core.transport.tool_answers import tool_result
 
 
 

@@ -184,7 +184,7 @@ def test_uvicorns_h11_parser_gets_the_same_deadlines():
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     from persmem_core.transport.http_deadlines import with_read_deadlines
-    from persmem_core.testing import free_port
+    from persmem_core.net.addresses import free_port
 
     async def app(scope, receive, send):
         while (await receive()).get("more_body"):

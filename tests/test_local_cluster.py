@@ -20,7 +20,9 @@ import pytest
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
 
-from persmem_core.testing import clean_env, free_port, persmem_command, write_config
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import clean_env, write_config
+from persmem_core.transport.server_process import persmem_command
 
 
 async def publish_until_acked(js, subject: str, payload: bytes, within: float = 15.0):

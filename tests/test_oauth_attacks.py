@@ -25,7 +25,9 @@ from persmem_core.auth.agents import AgentStore
 from persmem_core.auth.oauth.records import ClientRecord
 from persmem_core.auth.oauth.store import OAuthStore
 from persmem_core.settings import OAuthConfig
-from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, free_port, persmem_command, start_server
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, start_server
+from persmem_core.transport.server_process import persmem_command
 from persmem_core.testing import write_config
 
 DISABLED = "memory_hnsw,amq_maildir,shell,git,searxng,dashboard,sessions"

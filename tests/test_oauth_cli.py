@@ -12,7 +12,8 @@ from persmem_core.auth.agents import AgentStore
 from persmem_core.auth.oauth.records import ClientRecord
 from persmem_core.auth.oauth.store import OAuthStore
 from persmem_core.settings import OAuthConfig
-from persmem_core.testing import clean_env, persmem_command
+from persmem_core.testing import clean_env
+from persmem_core.transport.server_process import persmem_command
 
 RESOURCE = "http://127.0.0.1:8765/mcp"
 NO_PLUGINS = "memory_hnsw,amq_maildir,shell,git,searxng,dashboard,sessions"

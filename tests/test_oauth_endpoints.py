@@ -29,8 +29,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, free_port, persmem_command, start_server
-from persmem_core.testing import tool_result, write_config
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, start_server, write_config
+from persmem_core.transport.server_process import persmem_command
+from persmem_core.transport.tool_answers import tool_result
 
 DISABLED = "memory_hnsw,amq_maildir,shell,git,searxng,dashboard,sessions"
 LOOPBACK_CALLBACK = "http://127.0.0.1:43123/callback"

@@ -31,8 +31,11 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, async_chromium_browser, clean_env, free_port
-from persmem_core.testing import persmem_command, start_server, tool_result, write_config
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, async_chromium_browser, clean_env, start_server
+from persmem_core.testing import write_config
+from persmem_core.transport.server_process import persmem_command
+from persmem_core.transport.tool_answers import tool_result
 
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
 PASSPHRASE = "correct horse battery staple"

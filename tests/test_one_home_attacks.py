@@ -28,10 +28,12 @@ import pytest
 from persmem_core.sandbox import bubblewrap
 from persmem_core.auth.agents import AgentStore
 from persmem_core.cli.commands.backup import MANIFEST, list_files
-from persmem_core.transport.ownership import OwnerLock, socket_path
-from persmem_core.testing import (
-    MCP_INITIALIZE, RunningServer, ToolCallError, clean_env, free_port, persmem_command, start_server, write_config,
-)
+from persmem_core.paths import socket_path
+from persmem_core.transport.ownership import OwnerLock
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import MCP_INITIALIZE, clean_env, start_server, write_config
+from persmem_core.transport.server_process import RunningServer, persmem_command
+from persmem_core.transport.tool_answers import ToolCallError
 
 needs_bwrap = pytest.mark.skipif(bubblewrap.problem() is not None, reason=f"no OS sandbox: {bubblewrap.problem()}")
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),

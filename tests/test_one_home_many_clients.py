@@ -19,8 +19,10 @@ import httpx2
 import pytest
 
 from persmem_core.auth.agents import AgentStore
-from persmem_core.transport.ownership import socket_path
-from persmem_core.testing import RunningServer, free_port, persmem_command, tool_result
+from persmem_core.paths import socket_path
+from persmem_core.net.addresses import free_port
+from persmem_core.transport.server_process import RunningServer, persmem_command
+from persmem_core.transport.tool_answers import tool_result
 
 AGENTS = ["kite", "wren", "owl"]
 

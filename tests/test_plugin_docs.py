@@ -10,7 +10,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from persmem_core.testing import RunningServer, ToolCallError, free_port
+from persmem_core.net.addresses import free_port
+from persmem_core.transport.server_process import RunningServer
+from persmem_core.transport.tool_answers import ToolCallError
 
 DOC = Path(__file__).parent.parent / "docs" / "plugins.md"
 FILE_BLOCK = re.compile(r"^```python (\S+)\n(.*?)^```$", re.M | re.S)

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from persmem_core.testing import ToolCallError
+from persmem_core.transport.tool_answers import ToolCallError
 
 
 def test_scaffolded_plugin_installs_and_serves_its_tool(tmp_path, run_cli, persmem_env, persmem_server):

@@ -3,11 +3,13 @@
 import json
 import subprocess
 import sys
+import types
 
 import pytest
 
+from persmem_core import hookimpl
 from persmem_core.errors import PluginConflictError
-from persmem_core.plugins import ENTRY_POINT_GROUP
+from persmem_core.plugins import ENTRY_POINT_GROUP, call_each
 
 
 def test_builtin_core_plugin_is_registered_through_the_entry_point(persmem_host):
@@ -67,6 +69,32 @@ def test_a_hook_wrapper_on_a_core_hook_is_refused_when_the_plugin_loads(persmem_
     wrapper = next(p for p in host.plugins if p.name == "sample_wrapper")
     assert not wrapper.loaded and "hook wrappers are not supported" in wrapper.error and "register_tools" in wrapper.error
     assert "echo_say" in {spec.name for spec in host.collect_tools()}
+
+
+def test_a_hookimpl_that_does_not_fit_another_plugins_hookspec_fails_its_own_plugin(persmem_host, monkeypatch):
+    """register_panels is declared by the dashboard's hookspecs; a plugin answering it with a wrong signature is
+    the one that fails, not the dashboard, and doctor says why."""
+    bad = types.ModuleType("sample_bad_panels")
+
+    @hookimpl
+    def register_panels(register, host, colour):
+        register("bad", title="Bad")
+
+    bad.register_panels = register_panels
+    monkeypatch.setitem(sys.modules, "sample_bad_panels", bad)
+    host = persmem_host(PERSMEM_PLUGIN_MODULES="sample_bad_panels")
+    plugins = {p.name: p for p in host.plugins}
+    assert plugins["dashboard"].loaded and "dashboard" in host.sections
+    assert host.pm.hook.register_panels.spec is not None  # the dashboard's hookspecs went in
+    failed = plugins["sample_bad_panels"]
+    assert not failed.loaded and not host.pm.has_plugin("sample_bad_panels")
+    assert "register_panels" in failed.error and "colour" in failed.error and "dashboard" in failed.error
+    answered = [plugin for plugin, _, _ in call_each(host.pm, "register_panels", register=lambda *a, **k: None,
+                                                     host=host)]
+    assert "dashboard" in answered and "sample_bad_panels" not in answered
+    warned = [c for _, checks, _ in call_each(host.pm, "doctor", only={"core"}, host=host) for c in checks
+              if "sample_bad_panels" in c.name]
+    assert len(warned) == 1 and "register_panels" in warned[0].detail and "colour" in warned[0].detail
 
 
 def test_cli_plugins_lists_versions_hooks_and_errors(run_cli, sample_env):

@@ -20,7 +20,9 @@ from mcp.client.subscriptions import SubscriptionLost
 from mcp.client.streamable_http import streamable_http_client
 
 from persmem_core.auth.agents import AgentStore
-from persmem_core.testing import assert_clear_outcome, clean_env, persmem_command, start_server, tool_result
+from persmem_core.testing import clean_env, start_server
+from persmem_core.transport.server_process import persmem_command
+from persmem_core.transport.tool_answers import assert_clear_outcome, tool_result
 
 MODERN = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},

@@ -17,9 +17,8 @@ import httpx2
 import pytest
 
 from persmem_core.cli.commands.backup import list_files
-from persmem_core.testing import (
-    MCP_HEADERS, MCP_INITIALIZE, clean_env, persmem_command, start_server, write_config,
-)
+from persmem_core.testing import MCP_HEADERS, MCP_INITIALIZE, clean_env, start_server, write_config
+from persmem_core.transport.server_process import persmem_command
 
 
 def persmem(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from persmem_core.cluster.round_robin import RoundRobinProxy
-from persmem_core.testing import RunningServer, ToolCallError, persmem_command
+from persmem_core.transport.server_process import RunningServer, persmem_command
+from persmem_core.transport.tool_answers import ToolCallError
 
 pytestmark = pytest.mark.timeout(600)
 

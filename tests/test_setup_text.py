@@ -19,7 +19,10 @@ import httpx2
 import pytest
 
 from persmem_core.auth.agents import AgentStore
-from persmem_core.testing import RunningServer, clean_env, free_port, tool_result, write_config
+from persmem_core.net.addresses import free_port
+from persmem_core.testing import clean_env, write_config
+from persmem_core.transport.server_process import RunningServer
+from persmem_core.transport.tool_answers import tool_result
 
 VENV_BIN = Path(sys.executable).parent
 PERSMEM_SCRIPT = VENV_BIN / "persmem"

@@ -15,7 +15,9 @@ from pathlib import Path
 import anyio
 
 from persmem_core.auth.agents import AgentStore
-from persmem_core.testing import persmem_command, start_server, tool_result
+from persmem_core.testing import start_server
+from persmem_core.transport.server_process import persmem_command
+from persmem_core.transport.tool_answers import tool_result
 
 
 # -- identities stdio was never given ----------------------------------------------------------------------

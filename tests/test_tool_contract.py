@@ -5,7 +5,7 @@ description matches what it returns."""
 import anyio
 import pytest
 
-from persmem_core.testing import ToolCallError, tool_result
+from persmem_core.transport.tool_answers import ToolCallError, tool_result
 
 # The memory plugin's model load is the slow part of a start; its tools are checked by its own tests.
 NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}

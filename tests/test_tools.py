@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persmem_core.testing import ToolCallError, tool_result
+from persmem_core.transport.tool_answers import ToolCallError, tool_result
 
 
 @pytest.fixture

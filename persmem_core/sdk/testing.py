@@ -8,25 +8,21 @@ from persmem_core.cluster.local_cluster import NatsCluster
 from persmem_core.crypto import keys
 from persmem_core.crypto.keys import key_id, new_key
 from persmem_core.host import Host
+from persmem_core.net.addresses import free_port
 from persmem_core.sandbox import cgroup as cgroups
 from persmem_core.settings import ClusterConfig, EncryptionConfig
 from persmem_core.testing import (
-    CRASHED,
     ClusterNodes,
-    RunningServer,
-    ToolCallError,
-    assert_clear_outcome,
     assert_tools_answer_clearly,
     browser_page,
     chromium_browser,
     clean_env,
     dashboard_login,
-    free_port,
-    persmem_command,
     start_server,
-    tool_result,
     write_config,
 )
+from persmem_core.transport.server_process import RunningServer, persmem_command
+from persmem_core.transport.tool_answers import CRASHED, ToolCallError, assert_clear_outcome, tool_result
 from persmem_core.transport.tools import call_tool
 
 __all__ = ["CRASHED", "ClusterConfig", "ClusterNodes", "EncryptionConfig", "Host", "NatsCluster", "RunningServer",

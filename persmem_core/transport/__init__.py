@@ -5,7 +5,7 @@
 - `stdio_bridge.py`    `persmem serve --transport stdio`: one client's stdio session, served by the home's owner
 - `stdio_eras.py`      a stdio session's protocol era, and the headers that route its messages to the owner
 - `local_server.py`    the owner's side of the local socket: MCP for local clients, and the owner's card
-- `ownership.py`       which process owns a home, and where the others reach it
+- `ownership.py`       which process owns a home (its lock, its private socket); where the socket is: paths.py
 - `takeover.py`        a server taking a home: at once when nobody owns it, else from the one that does
 - `server_process.py`  a real `persmem serve --transport http` subprocess and an MCP client to it (tests, benchmarks)
 - `tool_answers.py`    a tool's answer as a client reads it: its JSON value or the server's error; is it clear

@@ -8,14 +8,14 @@ socket instead of opening the data itself: two processes never write one store.
 The socket is `<home>/persmem.sock`, mode 0600, so only the home's own user can connect (the same user can
 read the data folder directly anyway). A home whose path is too long for a unix socket name (108 bytes)
 gets its socket in a private runtime folder instead (`$XDG_RUNTIME_DIR`, else `/tmp/persmem-<uid>`, which
-must be ours and 0700), named by a hash of the home.
+must be ours and 0700), named by a hash of the home. Where it is, a fact of the home's layout, is
+`persmem_core.paths.socket_path`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import socket
 import stat
@@ -24,32 +24,10 @@ import time
 from pathlib import Path
 
 from persmem_core.errors import UserError
+# until sdk points at paths
+from persmem_core.paths import socket_path  # noqa: F401
 
 LOCK_NAME = ".owner.lock"
-SOCKET_NAME = "persmem.sock"
-MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes with the NUL; keep a margin
-
-
-def socket_path(home: Path) -> Path:
-    """Where the owner of `home` listens (the same answer in every process)."""
-    home = Path(os.path.abspath(home))
-    path = home / SOCKET_NAME
-    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
-        return path
-    digest = hashlib.sha256(os.fsencode(home)).hexdigest()[:20]
-    return _runtime_dir() / f"persmem-{digest}.sock"
-
-
-def _runtime_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(base) if base and os.path.isdir(base) else Path(f"/tmp/persmem-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise UserError(f"{folder} is not a private folder of this user (it must be ours and mode 0700); "
-                        "persmem will not put its socket there. Remove it, or use a shorter PERSMEM_HOME.")
-    return folder
 
 
 class OwnerLock:

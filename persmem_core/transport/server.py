@@ -261,9 +261,10 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
     import uvicorn
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    from persmem_core.paths import socket_path
     from persmem_core.transport.http_deadlines import with_read_deadlines
     from persmem_core.transport.local_server import OwnerCard
-    from persmem_core.transport.ownership import OwnerLock, bind_private_socket, socket_path
+    from persmem_core.transport.ownership import OwnerLock, bind_private_socket
     from persmem_core.transport.takeover import take_home
 
     server_cfg = host.config.server

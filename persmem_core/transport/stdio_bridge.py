@@ -34,6 +34,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from persmem_core.errors import UserError
+from persmem_core.paths import socket_path
 from persmem_core.transport.local_server import (
     AGENT_HEADER,
     LOCAL_BASE_URL,
@@ -43,13 +44,7 @@ from persmem_core.transport.local_server import (
     OwnerCard,
     build_local_app,
 )
-from persmem_core.transport.ownership import (
-    OwnerLock,
-    answers_for_owner,
-    bind_private_socket,
-    check_private_home,
-    socket_path,
-)
+from persmem_core.transport.ownership import OwnerLock, answers_for_owner, bind_private_socket, check_private_home
 from persmem_core.transport.stdio_eras import Refused, SessionEra
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from persmem_core.auth.middleware import client_address
 from persmem_core.errors import UserError
 from persmem_core.auth.oauth.client_documents import LOOPBACK_REDIRECT_HOSTS
 from persmem_core.auth.oauth.provider import CONSENT_PATH  # where provider.authorize sends the browser
-from persmem_core.auth.oauth.store import check_time_spent
+from persmem_core.auth.oauth.operator_credential import check_time_spent
 
 log = logging.getLogger("persmem.oauth")
 

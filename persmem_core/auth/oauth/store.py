@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from persmem_core.auth.agents import secret_sha256
-# check_time_spent: consent.py takes it from here
-from persmem_core.auth.oauth.operator_credential import OperatorCredential, check_time_spent  # noqa: F401
+from persmem_core.auth.oauth.operator_credential import OperatorCredential
 from persmem_core.auth.oauth.records import (
     ACCESS_PREFIX,
     REFRESH_PREFIX,

@@ -11,7 +11,7 @@ server for this user runs as this user, and a root-owned one would be a mistake 
 else raises `Untrusted`, which names what to remove; `persmem hooks status` checks a socket the same way.
 
 Imported by the hook on every prompt, so the standard library only: `persmem_core` costs about 20 ms more per
-start (msgspec, pluggy), so the socket's path is computed here as `persmem_core.transport.ownership.socket_path`
+start (msgspec, pluggy), so the socket's path is computed here as `persmem_core.paths.socket_path`
 does (tests/test_hooks_client.py checks the two agree).
 """
 
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 AGENT_HEADER = "X-Persmem-Agent"
 TOKEN_ENV = "PERSMEM_TOKEN"
 
-# as in persmem_core.transport.ownership (copied, see the module docstring)
+# as in persmem_core.paths (copied, see the module docstring)
 SOCKET_NAME = "persmem.sock"
 MAX_SOCKET_PATH = 100
 
@@ -53,7 +53,7 @@ def home_dir(environ) -> str:
 
 
 def socket_path(home: str, environ=os.environ) -> str:
-    """Where the owner of `home` listens: persmem_core.transport.ownership.socket_path, without creating anything."""
+    """Where the owner of `home` listens: persmem_core.paths.socket_path, without creating anything."""
     home = os.path.abspath(home)
     path = os.path.join(home, SOCKET_NAME)
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
