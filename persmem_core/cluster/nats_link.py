@@ -30,8 +30,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from persmem_core.cluster.nats_access import connect_options, refusal
-# until sdk points at nats_doctor
-from persmem_core.cluster.nats_doctor import stream_problems  # noqa: F401
 from persmem_core.crypto.sealing import KeyNotOnHand, NotAuthentic, Sealer, SealingError, is_sealed
 from persmem_core.errors import UserError
 from persmem_core.settings import ClusterConfig

@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 
 from persmem_core.errors import UserError
-# until sdk points at paths
-from persmem_core.paths import socket_path  # noqa: F401
 
 LOCK_NAME = ".owner.lock"
 
