@@ -218,6 +218,14 @@ class AgentMemory:
 
         return col.recent(types={"handoff"}, project=project, limit=limit, predicate=shown)
 
+    def typed(self, collection: str, types: set[str], project: str, *, limit: int, now: float) -> list[Memory]:
+        """The latest memories of `types` in `project` that the agent may see and that still hold (neither
+        superseded nor expired), most recently updated first."""
+        col = self._memories.collection(collection)
+        return col.recent(types=types, project=project, limit=limit,
+                          predicate=lambda m: visible_to(self.config, collection, self.agent, m)
+                          and col.is_current(m, now))
+
     def own_bootstrap_entry(self, collection: str, entry_id: str, entry_type: str) -> Head | None:
         """The head of bootstrap entry `entry_id` if it exists and is the agent's own; None when it is free (the
         collection is made when new). Another agent's is refused, naming a free id like `<agent>-<entry_type>`."""

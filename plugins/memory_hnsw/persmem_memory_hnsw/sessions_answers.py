@@ -28,6 +28,7 @@ from .store.query import Filters
 from .store.records import Memory, iso, parse_iso
 from .search.replies import above_floor, shaped_content
 from .access import AgentMemory
+from .preferences import asks_for_preferences, standing_preferences
 from .service import MemoryService
 
 log = logging.getLogger("persmem.memory.sessions")
@@ -200,11 +201,19 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
     meaning reaches `[memory] recall_min_similarity` (an absolute bar: the fused search score only ranks, it
     says nothing about relevance), never an identity or directive entry (those are their author's voice).
     Each gives its author, and its editor when another agent made its current version (attribution): the
-    sessions plugin renders them with the text, which is the memory's words only."""
+    sessions plugin renders them with the text, which is the memory's words only. A prompt that leans on the
+    user's own likes ("the flags I like") first gets the project's standing preferences (preferences.py), whose
+    similarity in meaning to such a prompt is too low for the bar; their "score" is 0.0 (not found by meaning)."""
     if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or not memories.as_agent(agent).exists(MEMORIES):
         return []
     memory = memories.as_agent(agent)
     exclude = set(exclude_ids or ())
+    recalled = []
+    if asks_for_preferences(prompt):
+        preferences = standing_preferences(memory, MEMORIES, project, limit=RECALLED_PREFERENCES + len(exclude),
+                                           now=time.time())
+        recalled = [_recalled(m, 0.0) for m in preferences if m.id not in exclude][:RECALLED_PREFERENCES]
+        exclude |= {item["id"] for item in recalled}
     floor = memories.config.recall_min_similarity
     pool = top_k + min(len(exclude), 40) + 5
     found: dict[str, Hit] = {}
@@ -214,9 +223,14 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
                 found.setdefault(hit.memory.id, hit)
         if len(found) >= top_k or not project:
             break
-    return [{"id": hit.memory.id, "score": round(hit.dense, 3), **attribution(hit.memory),
-             "text": shaped_content(hit.memory.content, set(), RECALL_PASSAGE_CHARS)["content"],
-             "project": hit.memory.project} for hit in list(found.values())[:top_k]]
+    recalled += [_recalled(hit.memory, round(hit.dense, 3)) for hit in found.values()]
+    return recalled[:top_k]
+
+
+def _recalled(memory: Memory, score: float) -> dict:
+    """One recall answer (the sessions plugin's `Recalled`)."""
+    return {"id": memory.id, "score": score, **attribution(memory),
+            "text": shaped_content(memory.content, set(), RECALL_PASSAGE_CHARS)["content"], "project": memory.project}
 
 
 def _current_hits(memory: AgentMemory, text: str, *, top_k: int, filters: Filters,
@@ -250,8 +264,10 @@ def _relevant(memory: AgentMemory, text: str, filters: Filters, pool: int, floor
 
 # Shares of the whole briefing's size: pinned entries are the agent's own voice and come whole first; mail
 # (the mail plugin's section) takes about a tenth.
-PINNED_SHARE, HANDOFF_SHARE, RELEVANT_SHARE = 0.35, 0.25, 0.25
+PINNED_SHARE, HANDOFF_SHARE, PREFERENCE_SHARE, RELEVANT_SHARE = 0.35, 0.2, 0.15, 0.2
 RELEVANT_MAX = 6  # memories listed as relevant to the project
+PREFERENCES_MAX = 8  # standing preferences listed (preferences.py)
+RECALLED_PREFERENCES = 3  # preferences a prompt that leans on them brings
 ITEM_MIN_CHARS = 160  # an entry shows at least this much, or is left out
 
 
@@ -274,6 +290,12 @@ def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget
         sections.append(_section(f"Latest handoff in project {project}", handoffs,
                                  int(budget_chars * HANDOFF_SHARE), 1))
     shown = {m.id for m in (*pinned, *handoffs)}
+    preferences = [m for m in standing_preferences(memory, MEMORIES, project, limit=PREFERENCES_MAX, now=now)
+                   if m.id not in shown]
+    if preferences:
+        sections.append(_section(f"Standing preferences{f' in project {project}' if project else ''}",
+                                 preferences, int(budget_chars * PREFERENCE_SHARE), 2))
+    shown |= {m.id for m in preferences}
     relevant = [m for m in _project_memories(memory, project, cwd) if m.id not in shown][:RELEVANT_MAX]
     if relevant:
         sections.append(_section(f"Memories relevant to {project or 'this folder'}", relevant,
