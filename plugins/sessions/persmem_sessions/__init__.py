@@ -4,7 +4,7 @@ Hooks installed into the clients (`persmem hooks install`) capture every session
 what matters at session start and on each prompt, through the running server; archives are kept per agent,
 project and session, redacted, and searchable. Nothing here needs an LLM.
 
-Kept empty of imports: `python -m persmem_sessions.hook` runs on every prompt and must start fast.
+Kept empty of imports: the hook (hook.py, run with -I -S on every prompt) must start fast.
 
 Modules, one job each:
 - `plugin.py`     the pluggy hooks (only hooks): config, hookspecs, tools, routes, panel, CLI, lifecycle, backup
@@ -12,8 +12,8 @@ Modules, one job each:
 - `config.py`     the [sessions] section of persmem.toml
 - `service.py`    the sessions of this host, opened at startup and kept in `host.state`
 - `briefing.py`   what a session is told: its briefing and the memories recalled for a prompt, framed and made inert
-- `hook.py`       the client hooks run: stdlib only, fail open, talks to the running server
-- `hook_connection.py` how the hook reaches the server: the user's own socket (checked before a byte) or --url
+- `hook.py`       the client hooks run: ONE stdlib-only file (served at GET /hooks/client.py, installs itself),
+                  fail open, the user's own socket (checked before a byte) or --url with a token file
 - `web.py`        /sessions: what the client hooks call on the server (capture, briefing, recall)
 - `tools.py`      the MCP tools: list, read and search the caller's own archived sessions
 - `panels.py`     the dashboard's Sessions panel

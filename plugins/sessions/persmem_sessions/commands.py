@@ -11,16 +11,33 @@ TARGET_CHOICE = click.Choice(["claude", "codex", "all"])
 
 
 def _chosen(target: str, install: bool = False):
-    """The targets `--target` names. `all` skips a client whose config folder does not exist (not installed
-    here): creating ~/.codex for a user without Codex would be noise; `--target codex` creates it."""
-    from .installer import targets
+    """The targets `--target` names. For an install, `all` takes the clients whose config folder exists here and
+    refuses when neither does (hook.chosen_targets); otherwise (status, uninstall) both."""
+    from .installer import chosen_targets, targets
 
+    if install:
+        return chosen_targets(target, os.environ)
     found = targets(os.environ)
-    if target != "all":
-        return [found[target]], []
-    present = [t for t in found.values() if t.folder.is_dir() or not install]
-    skipped = [t for t in found.values() if t not in present]
-    return present, skipped
+    return list(found.values()) if target == "all" else [found[target]]
+
+
+def _after_codex_install(target, lines: list[str]) -> None:
+    """What follows a change to Codex's hooks.json. The one place where trusting the installed hooks through
+    Codex's app-server (codex_trust.py, written by another change) is to be called; until then, the hint."""
+    if "nothing to change" not in lines[0]:
+        click.echo("  Codex asks you to review and trust new hooks before they run: open /hooks in Codex.")
+
+
+def _read_token(token_file: str | None) -> str:
+    """The agent's token for `--url`: --token-file, else $PERSMEM_TOKEN, else stdin (typed hidden, or piped)."""
+    import sys
+
+    from .hook import SettingsError, ask_token
+
+    try:
+        return ask_token({"token_file": token_file}, os.environ, sys.stdin)
+    except (SettingsError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.group()
@@ -37,26 +54,35 @@ def hooks() -> None:
               help="Which client's settings to edit (all: the clients that have a config folder here).")
 @click.option("--agent", envvar="PERSMEM_AGENT",
               help="The agent the hooks speak for (default: [server] default_agent). Env PERSMEM_AGENT.")
-def install(target: str, agent: str | None) -> None:
+@click.option("--url", help="A persmem server on another machine (https://box/): the hooks talk HTTP(S) to it "
+                            "with the agent's token (--agent is then required).")
+@click.option("--token-file", type=click.Path(dir_okay=False),
+              help="With --url: read the agent's token from this file (else $PERSMEM_TOKEN, else stdin). It is "
+                   "copied to ~/.config/persmem/hook-token-AGENT (mode 600), never into the settings.")
+def install(target: str, agent: str | None, url: str | None, token_file: str | None) -> None:
     """Add the hooks to ~/.claude/settings.json and/or ~/.codex/hooks.json (idempotent; backs up each file)."""
-    from persmem_core.sdk import get_host
-    from persmem_core.sdk import served_agent
+    from .installer import hook_command, install as install_target, install_remote
 
-    from .installer import hook_command, install as install_target
+    if url:
+        if not agent:
+            raise click.ClickException("--url needs --agent NAME: the agent whose token the hooks use")
+        for line in install_remote(url, agent, target, _read_token(token_file)):
+            click.echo(line)
+        codex = [t for t in _chosen(target, install=True) if t.client == "codex"]
+        for t in codex:
+            _after_codex_install(t, [""])
+        return
+    from persmem_core.sdk import get_host, served_agent
 
     host = get_host()
     if agent is not None:
         served_agent(host, agent)  # an unknown or revoked agent is refused here, as by `persmem serve --agent`
-    chosen, skipped = _chosen(target, install=True)
-    for t in skipped:
-        click.echo(f"{t.client}: {t.folder} does not exist, skipped (`persmem hooks install --target {t.client}` "
-                   "installs anyway)")
-    for t in chosen:
+    for t in _chosen(target, install=True):
         lines = install_target(t, hook_command(t.client, host.home, agent))
         for line in lines:
             click.echo(line)
-        if t.client == "codex" and "nothing to change" not in lines[0]:
-            click.echo("  Codex asks you to review and trust new hooks before they run: open /hooks in Codex.")
+        if t.client == "codex":
+            _after_codex_install(t, lines)
 
 
 @hooks.command()
@@ -64,11 +90,11 @@ def status() -> None:
     """Show which persmem hooks are installed, and whether a server is answering for them."""
     from persmem_core.sdk import get_host
 
-    from .hook_connection import socket_path
+    from .hook import socket_path
     from .installer import status as target_status
 
     host = get_host()
-    for t in _chosen("all")[0]:
+    for t in _chosen("all"):
         for line in target_status(t, host.home):
             click.echo(line)
     sock = socket_path(str(host.home))
@@ -80,7 +106,7 @@ def _state(home: str, sock: str) -> str:
     it, that is not this user's is reported, not trusted)."""
     import socket
 
-    from .hook_connection import HookFailed, Untrusted, check_peer, trusted_socket
+    from .hook import HookFailed, Untrusted, check_peer, trusted_socket
 
     try:
         trusted_socket(home, sock)
@@ -101,7 +127,7 @@ def uninstall(target: str) -> None:
     """Remove the persmem hooks (and nothing else); a file nothing else changed in is restored from its backup."""
     from .installer import uninstall as uninstall_target
 
-    for t in _chosen(target)[0]:
+    for t in _chosen(target):
         if not t.hooks_file.exists() and (t.feature_file is None or not t.feature_file.exists()):
             click.echo(f"{t.hooks_file}: does not exist, nothing to change")
             continue

@@ -33,9 +33,10 @@ def register_tools(register):
 @hookimpl
 def register_routes(register, host):
     from .service import service
-    from .web import build_app
+    from .web import build_app, build_client_app
 
     register("/sessions", build_app(lambda: service(host)), auth="agent")
+    register("/hooks", build_client_app(), auth="none")  # the hook client file: no secret in it, no auth
 
 
 @hookimpl

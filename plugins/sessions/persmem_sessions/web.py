@@ -11,6 +11,11 @@ with the agent's bearer token. Everything is about the caller's own sessions.
        "memory_ids"}
 - POST /sessions/recall {"client", "session_id", "cwd", "repo", "prompt"} -> {"context", "memory_ids"}
 
+And, mounted at /hooks with no auth (it holds no secret): GET /hooks/client.py -> the hook client (hook.py, one
+stdlib-only file, text/x-python), for a machine without persmem:
+`curl -fsS https://box/hooks/client.py -o ~/.persmem-hook.py && python3 ~/.persmem-hook.py install --url
+https://box/ --agent NAME` (the token on stdin or in $PERSMEM_TOKEN).
+
 `repo` (optional) is the repository root the client found at or above `cwd` on its own disk: the project is
 named after it. The server looks for one itself only inside the [workspace] roots (projects.py).
 
@@ -32,7 +37,7 @@ import msgspec
 from msgspec import Meta
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from persmem_core.sdk import NotReady, UserError, agent_of_scope
@@ -140,3 +145,19 @@ def build_app(get_service) -> Starlette:
         Route("/briefing", briefing, methods=["POST"]),
         Route("/recall", recall, methods=["POST"]),
     ])
+
+
+def build_client_app() -> Starlette:
+    """GET /client.py: the hook client's source, read once (the file this package runs as its hook)."""
+    from pathlib import Path
+
+    from . import hook
+
+    source = Path(hook.__file__).read_bytes()
+
+    async def client_file(request: Request) -> Response:
+        return Response(source, media_type="text/x-python; charset=utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="persmem-hook.py"',
+                                 "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+    return Starlette(routes=[Route("/client.py", client_file, methods=["GET"])])

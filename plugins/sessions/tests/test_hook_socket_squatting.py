@@ -126,7 +126,7 @@ class Machine:
         os.chown(self.home, self.victim.uid, self.victim.gid)
         self.folder = Path(f"/tmp/persmem-{self.victim.uid}")
         self._remove_folder()
-        asked = subprocess.run(self.victim.argv(self.python, "-c", "import sys; from persmem_sessions.hook_connection "
+        asked = subprocess.run(self.victim.argv(self.python, "-c", "import sys; from persmem_sessions.hook "
                                                                    "import socket_path; "
                                                                    "print(socket_path(sys.argv[1], {}))",
                                                 str(self.home)),

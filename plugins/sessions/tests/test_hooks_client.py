@@ -320,7 +320,7 @@ def test_the_hook_reaches_a_server_over_http_with_the_token_in_its_environment(s
 
 @pytest.mark.parametrize("length", [10, 200])
 def test_the_hooks_socket_path_is_the_cores(tmp_path, length, monkeypatch):
-    from persmem_sessions.hook_connection import socket_path
+    from persmem_sessions.hook import socket_path
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     home = tmp_path / ("h" * length)

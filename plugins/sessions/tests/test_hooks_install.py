@@ -109,8 +109,9 @@ def test_install_twice_leaves_one_entry_per_event_and_every_user_hook(user):
     for event in EVENTS:
         [ours] = our_handlers(after, event)
         words = shlex.split(ours["command"])
-        assert words[:3] == [sys.executable, "-m", MODULE]
-        assert words[3:] == ["--client", "claude", "--home", str(user.persmem_home)]
+        # no site-packages (-S), isolated (-I): the hook module imported from its folder, nothing else
+        assert words[:4] == [sys.executable, "-I", "-S", "-c"] and f"import {MODULE} as h" in words[4]
+        assert words[5:] == ["--client", "claude", "--home", str(user.persmem_home)]
         assert ours["type"] == "command" and 1 <= ours["timeout"] <= 5
     [start_group] = [g for g in after["hooks"]["SessionStart"] if MODULE in g["hooks"][0]["command"]]
     assert start_group["matcher"] == "startup|resume|clear|compact"
@@ -133,7 +134,7 @@ def test_install_for_another_agent_replaces_ours_and_status_names_it(user):
     [end] = our_handlers(hooks, "SessionEnd")
     assert end["timeout"] <= 3  # Codex caps SessionEnd at 3 s
     status = persmem(user, "hooks", "status").stdout
-    assert "SessionStart: installed, as wren" in status and "codex_hooks on" in status
+    assert "SessionStart: installed, as wren" in status and "[features] hooks on" in status
     assert "claude:" in status and "not installed" in status
 
 
@@ -200,25 +201,53 @@ def test_malformed_codex_config_toml_is_refused_and_nothing_is_written(user):
 
 
 @pytest.mark.parametrize("config, expected", [
-    (USER_CODEX_CONFIG, USER_CODEX_CONFIG.replace("[features]\n", "[features]\ncodex_hooks = true\n")),
-    ('[features]\ncodex_hooks = false  # off for now\nx = 1\n', '[features]\ncodex_hooks = true\nx = 1\n'),
-    ('model = "o3"\nfeatures.codex_hooks = false\n', 'model = "o3"\nfeatures.codex_hooks = true\n'),
-    ('model = "o3"', 'model = "o3"\n\n[features]\ncodex_hooks = true\n'),
-    ('[[profiles]]\nname = "a"\n', '[[profiles]]\nname = "a"\n\n[features]\ncodex_hooks = true\n'),
+    (USER_CODEX_CONFIG, USER_CODEX_CONFIG.replace("[features]\n", "[features]\nhooks = true\n")),
+    ('[features]\nhooks = false  # off for now\nx = 1\n', '[features]\nhooks = true\nx = 1\n'),
+    ('model = "o3"\nfeatures.hooks = false\n', 'model = "o3"\nfeatures.hooks = true\n'),
+    ('model = "o3"', 'model = "o3"\n\n[features]\nhooks = true\n'),
+    ('[[profiles]]\nname = "a"\n', '[[profiles]]\nname = "a"\n\n[features]\nhooks = true\n'),
+    # the deprecated key an older install wrote (Codex warns about it at every start) goes
+    ('[features]\ncodex_hooks = true\nx = 1\n', '[features]\nhooks = true\nx = 1\n'),
+    ('model = "o3"\nfeatures.codex_hooks = true\n', 'model = "o3"\n\n[features]\nhooks = true\n'),
 ])
 def test_codex_hooks_switch_is_one_line_and_every_other_line_and_comment_stays(user, config, expected):
     codex_config = user.codex / "config.toml"
     codex_config.write_text(config)
     persmem(user, "hooks", "install", "--target", "codex")
     assert codex_config.read_text() == expected
-    assert tomllib.loads(expected)["features"]["codex_hooks"] is True
+    assert tomllib.loads(expected)["features"]["hooks"] is True
+    assert "codex_hooks" not in codex_config.read_text()
 
 
 def test_all_skips_a_client_that_is_not_set_up_here(user):
     user.codex.rmdir()
     done = persmem(user, "hooks", "install", "--target", "all")
-    assert "does not exist, skipped" in done.stdout and not user.codex.exists()
+    assert not user.codex.exists()
     assert len(our_handlers(json.loads((user.claude / "settings.json").read_text()), "Stop")) == 1
+
+
+def test_all_with_no_client_here_fails_naming_both_folders_and_what_to_do(user):
+    user.codex.rmdir()
+    user.claude.rmdir()
+    done = persmem(user, "hooks", "install", "--target", "all", ok=False)
+    assert done.returncode != 0 and done.stdout == ""
+    assert str(user.claude) in done.stderr and str(user.codex) in done.stderr and "--target claude" in done.stderr
+    assert not user.claude.exists() and not user.codex.exists()
+
+
+def test_an_old_module_command_is_recognised_replaced_and_uninstalled(user):
+    """Hooks installed by an older persmem (`python -m persmem_sessions.hook`) are ours: replaced, not doubled."""
+    old = f"{sys.executable} -m persmem_sessions.hook --client claude --home {user.persmem_home}"
+    settings = json.loads(USER_SETTINGS)
+    settings["hooks"]["UserPromptSubmit"] = [{"hooks": [{"type": "command", "command": old, "timeout": 3}]}]
+    (user.claude / "settings.json").write_text(json.dumps(settings))
+    done = persmem(user, "hooks", "install", "--target", "claude")
+    assert "replaced the UserPromptSubmit hook" in done.stdout
+    after = json.loads((user.claude / "settings.json").read_text())
+    [ours] = our_handlers(after, "UserPromptSubmit")
+    assert "-I -S" in ours["command"] and " -m " not in ours["command"]
+    persmem(user, "hooks", "uninstall", "--target", "claude")
+    assert "persmem_sessions" not in (user.claude / "settings.json").read_text()
 
 
 def test_settings_json_behind_a_link_is_edited_at_its_target(user, tmp_path):
