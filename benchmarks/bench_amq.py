@@ -106,7 +106,7 @@ def bench_mcp(n: int) -> list[tuple]:
                 start = time.perf_counter()
                 for i in range(n):
                     t = time.perf_counter()
-                    tool_result(await kite.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren",
+                    tool_result(await kite.call_tool("amq_send", {"to_agent": "wren",
                                                                   "body": BODY, "subject": f"m{i}"}))
                     send_lat.append((time.perf_counter() - t) * 1000)
                 send_rate = n / (time.perf_counter() - start)

@@ -69,7 +69,7 @@ async def workload(server, texts: list[dict], queries: list[str], n: int) -> dic
     out = {}
     async with server.client("kite") as kite, server.client("wren") as wren:
         out["send"] = summary(await timed(kite, "amq_send", lambda i: {
-            "from_agent": "", "to_agent": "wren", "subject": f"bench {i}", "body": texts[i % len(texts)]["content"]},
+            "to_agent": "wren", "subject": f"bench {i}", "body": texts[i % len(texts)]["content"]},
             n))
         unread = json.loads((await wren.call_tool("amq_check", {})).content[0].text)["messages"]
         ids = [m["id"] for m in unread]
@@ -84,7 +84,7 @@ async def workload(server, texts: list[dict], queries: list[str], n: int) -> dic
         out["search"] = summary(await timed(kite, "memory_search", lambda i: {
             "query": queries[i % len(queries)], "top_k": 5}, n))
     out["send_rate"] = await concurrent_rate(server, "kite", "amq_send", lambda i: {
-        "from_agent": "", "to_agent": "wren", "body": f"concurrent {i}: {texts[i % len(texts)]['content']}"}, 2 * n)
+        "to_agent": "wren", "body": f"concurrent {i}: {texts[i % len(texts)]['content']}"}, 2 * n)
     out["store_rate"] = await concurrent_rate(server, "kite", "memory_store", lambda i: {
         "content": f"{texts[(i + n) % len(texts)]['content']} (concurrent {i})", "project": "rate"}, 2 * n)
     await embedded(server)  # the next measurement starts on idle nodes
@@ -119,7 +119,7 @@ async def visibility(a, b, texts: list[dict], samples: int) -> dict:
                     "query": word, "mode": "lexical", "project": "lag"}))["results"]]:
                 await anyio.sleep(0.002)
             out["keyword"].append((time.perf_counter() - start) * 1000)
-            sent = await call(on_a, "amq_send", {"from_agent": "", "to_agent": "wren", "body": f"lag {i}"})
+            sent = await call(on_a, "amq_send", {"to_agent": "wren", "body": f"lag {i}"})
             start = time.perf_counter()
             while sent["id"] not in [m["id"] for m in (await call(wren_b, "amq_check", {}))["messages"]]:
                 await anyio.sleep(0.002)

@@ -95,7 +95,7 @@ class MockChat:
         other = "wren" if agent == "kite" else "kite"
         if prompt.startswith("[CHORUS]"):
             question = prompt[len("[CHORUS]"):].split("\n\n")[0].strip()
-            self.call_tool("amq_send", {"from_agent": agent, "to_agent": other, "subject": f"Chorus: {question[:40]}",
+            self.call_tool("amq_send", {"to_agent": other, "subject": f"Chorus: {question[:40]}",
                                         "body": f"{agent}'s analysis of: {question}"}, agent)
             return f"I wrote my analysis to {other} via AMQ. My answer to '{question}' is yes, with care."
         if prompt.startswith("[AMQ-CHECK]"):

@@ -12,7 +12,7 @@ def test_chorus_init_reports_unread_mail_by_subject_without_claiming_it(tmp_path
         server.call_tool("bootstrap_update", {"entry_id": "kite-identity", "content": "I am kite, the reviewer."},
                          agent="kite")
         for i in range(2):
-            server.call_tool("amq_send", {"from_agent": "wren", "to_agent": "kite", "body": f"note {i}",
+            server.call_tool("amq_send", {"to_agent": "kite", "body": f"note {i}",
                                           "subject": f"s{i}"}, agent="wren")
         boot = server.call_tool("chorus_init", {"agent": "kite", "project": "triad"}, agent="kite")
         assert [p["id"] for p in boot["pinned"]] == ["kite-identity"]

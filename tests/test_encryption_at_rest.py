@@ -203,7 +203,7 @@ def plant_everything(server, tmp_path: Path) -> dict:
     run_hook(server.home, event)
     run_hook(server.home, event | {"hook_event_name": "UserPromptSubmit",
                                    "prompt": f"what did we decide about {w['hook UserPromptSubmit prompt']}?"})
-    sent, = calls(server, "kite", [("amq_send", {"from_agent": "kite", "to_agent": "wren",
+    sent, = calls(server, "kite", [("amq_send", {"to_agent": "wren",
                                                  "subject": f"About {w['amq_send subject']}",
                                                  "body": f"Please look at {w['amq_send body']} today."})])
     reply, = calls(server, "wren", [("amq_reply", {"msg_id": sent["id"], "subject": f"Re {w['amq_reply subject']}",
@@ -323,7 +323,7 @@ def test_mail_stays_plain_maildir_unless_amq_encrypt_is_set(tmp_path):
     server = start_server(home, agents=("kite", "wren"))
     try:
         calls(server, "kite", [
-            ("amq_send", {"from_agent": "kite", "to_agent": "wren", "subject": "plain",
+            ("amq_send", {"to_agent": "wren", "subject": "plain",
                           "body": f"Please look at {PLANTED['amq_send body']} today."}),
             ("memory_store", {"content": f"The release train leaves when {PLANTED['memory_store content']} is green."}),
         ])
@@ -346,7 +346,7 @@ def sealed_home(tmp_path_factory):
         calls(server, "kite", [
             ("memory_store", {"content": f"The release train leaves when {PLANTED['memory_store content']} is green.",
                               "memory_id": "train"}),
-            ("amq_send", {"from_agent": "kite", "to_agent": "wren", "subject": "s",
+            ("amq_send", {"to_agent": "wren", "subject": "s",
                           "body": f"Please look at {PLANTED['amq_send body']} today."}),
         ])
     finally:

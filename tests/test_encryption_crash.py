@@ -73,7 +73,7 @@ def populate(home: Path, config: dict) -> dict:
             expected["memories"][f"dec-{i}"] = f"decision {i}: we ship on day {i + 1 if i < 5 else i}"
             if i < 5:
                 expected["versions"][f"dec-{i}"] = [f"decision {i}: we ship on day {i}"]  # the one before
-        sent = calls(server, "kite", [("amq_send", {"from_agent": "kite", "to_agent": "wren", "subject": f"m{i}",
+        sent = calls(server, "kite", [("amq_send", {"to_agent": "wren", "subject": f"m{i}",
                                                     "body": f"mail {i}: rebuild the index on node {i * 3}"})
                                       for i in range(MAILS)])
         for i, reply in enumerate(sent):
@@ -249,7 +249,7 @@ def test_kill_9_of_the_server_during_sealed_stores_and_sends_loses_no_acknowledg
     lock = threading.Lock()
     try:
         warm = calls(server, "kite", [("memory_store", {"content": "warm-up: the embedder is loaded", "dedup": False}),
-                                      ("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "warm-up"})])
+                                      ("amq_send", {"to_agent": "wren", "body": "warm-up"})])
         memories[warm[0]["id"]], mail[warm[1]["id"]] = "warm-up: the embedder is loaded", "warm-up"
         for round_, run_for in enumerate((1.5, 2.5)):
             stop = threading.Event()
@@ -265,7 +265,7 @@ def test_kill_9_of_the_server_during_sealed_stores_and_sends_loses_no_acknowledg
                                 with lock:
                                     memories[tool_result(result)["id"]] = text
                             else:
-                                result = await client.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren",
+                                result = await client.call_tool("amq_send", {"to_agent": "wren",
                                                                              "subject": f"w{worker}", "body": text})
                                 with lock:
                                     mail[tool_result(result)["id"]] = text

@@ -84,7 +84,7 @@ def home_after_a_session(tmp_path_factory):
             ("memory_bulk_store", {"chunks": [{"content": f"turn {n} of an imported talk"} for n in range(5)]}),
             ("bootstrap_update", {"entry_id": "kite-identity", "content": "I am kite."}),
             ("memory_search", {"query": "deploy key"}),
-            ("amq_send", {"from_agent": "", "to_agent": "wren", "subject": "hello", "body": "the deploy is at 5"}),
+            ("amq_send", {"to_agent": "wren", "subject": "hello", "body": "the deploy is at 5"}),
         ], agent="kite")
         unread = server.call_tool("amq_check", {}, agent="wren")["messages"]
         server.call_tool("amq_read", {"agent": "", "msg_id": unread[0]["id"]}, agent="wren")

@@ -57,7 +57,7 @@ def host(tmp_path_factory):
     started.startup()
     call_tool(started, "memory_store", {"content": "The deploy script lives in ops/deploy.sh.", "project": "infra"},
                       agent="kite")
-    call_tool(started, "amq_send", {"from_agent": "", "to_agent": "kite", "subject": "hello", "body": "hi"},
+    call_tool(started, "amq_send", {"to_agent": "kite", "subject": "hello", "body": "hi"},
                       agent="wren")
     yield started
     started.shutdown()

@@ -435,7 +435,7 @@ class EventReader(threading.Thread):
 
 
 def send_mail(server, sender: str, to: str, subject: str) -> None:
-    server.call_tool("amq_send", {"from_agent": sender, "to_agent": to, "body": f"body of {subject}",
+    server.call_tool("amq_send", {"to_agent": to, "body": f"body of {subject}",
                                   "subject": subject}, agent=sender)
 
 

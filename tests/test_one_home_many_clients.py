@@ -245,7 +245,7 @@ def test_replies_and_the_tool_contract_hold_over_stdio_too(persmem_stdio, persme
             ranges = await client.call_tool("memory_search", {"query": "x", "since": "2026-05-01",
                                                               "until": "2026-04-01"})
             unknown = await client.call_tool("memory_search", {"query": "x", "projct": "infra"})
-            reply = await client.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "hi",
+            reply = await client.call_tool("amq_send", {"to_agent": "wren", "body": "hi",
                                                         "reply_to": "nope"})
             return big, hint, ranges, unknown, reply
 
@@ -261,7 +261,7 @@ def test_plugin_agent_routes_are_served_on_the_socket_as_the_named_agent(persmem
     """Local clients (hooks, the CLI) reach plugins' agent routes through the socket; pages with their own login
     (the dashboard) stay on the TCP port only."""
     server = persmem_server(agents=["kite", "wren"])
-    server.call_tool("amq_send", {"from_agent": "wren", "to_agent": "kite", "body": "over the socket"}, agent="wren")
+    server.call_tool("amq_send", {"to_agent": "kite", "body": "over the socket"}, agent="wren")
     local = httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket_path(server.home))), timeout=30)
     mine = local.get("http://persmem.local/amq/messages", headers={"x-persmem-agent": "kite"})
     assert mine.status_code == 200 and "over the socket" in mine.text

@@ -61,7 +61,7 @@ def original_backup(tmp_path_factory):
         server.call_tool("memory_update", {"memory_id": "deploy-notes", "tags": "deploy,ship"}, agent="kite")
         server.call_tool("memory_store", {"content": "kite likes short answers", "memory_id": "kite-pref",
                                           "memory_type": "preference"}, agent="kite")
-        sent = server.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "subject": "hello",
+        sent = server.call_tool("amq_send", {"to_agent": "wren", "subject": "hello",
                                              "body": "**first** message"}, agent="kite")
         server.call_tool("amq_read", {"agent": "wren", "msg_id": sent["id"]}, agent="wren")
         server.call_tool("amq_reply", {"msg_id": sent["id"], "body": "got it"}, agent="wren")

@@ -238,7 +238,7 @@ def test_mail_and_memory_through_the_proxy_on_one_cluster(cluster_nodes, tmp_pat
     a, b = group.start(), group.start()
     with RoundRobinProxy([("127.0.0.1", a.port), ("127.0.0.1", b.port)], tmp_path / "proxy").start() as proxy:
         client = through(proxy, a)
-        sent = client.call_tool("amq_send", {"from_agent": "", "to_agent": "wren", "subject": "deploy",
+        sent = client.call_tool("amq_send", {"to_agent": "wren", "subject": "deploy",
                                              "body": "The release branch is cut; memory id in the thread."},
                                 agent="kite")
         assert sent["status"] == "delivered"

@@ -72,7 +72,7 @@ def test_a_backup_of_memories_and_mail_is_readable_by_its_owner_only(tmp_path):
     server = start_server(home, agents=("kite", "wren"))
     try:
         server.call_tool("memory_store", {"content": "the backup holds this memory"}, agent="kite")
-        server.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "private mail",
+        server.call_tool("amq_send", {"to_agent": "wren", "body": "private mail",
                                       "subject": "backup"}, agent="kite")
     finally:
         server.stop()

@@ -2,7 +2,7 @@
 
 export const DEFAULT_CHORUS_TEMPLATE =
   "[CHORUS] {message}\n\nAfter processing, write your key thoughts/analysis to AMQ " +
-  "(amq_send from yourself to the other instance) so they can read and respond. Then answer normally.";
+  "(amq_send to the other instance; you are the sender) so they can read and respond. Then answer normally.";
 
 export const DEFAULT_CHECK_TEMPLATE =
   "[AMQ-CHECK] Check your AMQ inbox (amq_check). Read and respond to any messages from the other " +

@@ -6,7 +6,7 @@ import { amqCheckPrompt, DEFAULT_CHORUS_TEMPLATE, saysNoNewMessages, wrapChorus 
 test("round 0 wraps the message in the [CHORUS] instruction (seed wording)", () => {
   const text = wrapChorus("  Should we cache search results?  ");
   assert.ok(text.startsWith("[CHORUS] Should we cache search results?"));
-  assert.match(text, /amq_send from yourself to the other instance/);
+  assert.match(text, /amq_send to the other instance; you are the sender/);
 });
 
 test("a custom template places the message, or appends it", () => {

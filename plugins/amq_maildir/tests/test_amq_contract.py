@@ -19,14 +19,14 @@ def call(server, tool, caller, /, **args):
 
 
 def _sent_by_wren_to_operator(server) -> str:
-    return call(server, "amq_send", "wren", from_agent="", to_agent="operator", body="between us", subject="w>o")["id"]
+    return call(server, "amq_send", "wren", to_agent="operator", body="between us", subject="w>o")["id"]
 
 
 # -- attack: a reply or thread that names no message starts a conversation under that name ------------------
 
 def test_reply_to_an_id_nobody_sent_is_refused_naming_where_ids_come_from(server):
     with pytest.raises(ToolCallError) as info:
-        call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="answer", reply_to="nope")
+        call(server, "amq_send", "kite", to_agent="wren", body="answer", reply_to="nope")
     text = str(info.value)
     assert "reply_to 'nope' is not a message you can see" in text and "amq_check, amq_history" in text
     assert all(m["subject"] != "nope" and m.get("thread") != "nope"
@@ -36,34 +36,34 @@ def test_reply_to_an_id_nobody_sent_is_refused_naming_where_ids_come_from(server
 def test_reply_to_a_message_between_two_other_agents_is_refused(server):
     foreign = _sent_by_wren_to_operator(server)
     with pytest.raises(ToolCallError, match=f"reply_to '{foreign}' is not a message you can see"):
-        call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="butting in", reply_to=foreign)
+        call(server, "amq_send", "kite", to_agent="wren", body="butting in", reply_to=foreign)
 
 
 def test_thread_nobody_started_is_refused(server):
     with pytest.raises(ToolCallError, match="thread 'made-up-topic' is not a conversation you can see"):
-        call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="x", thread="made-up-topic")
+        call(server, "amq_send", "kite", to_agent="wren", body="x", thread="made-up-topic")
     foreign = _sent_by_wren_to_operator(server)
     with pytest.raises(ToolCallError, match=f"thread '{foreign}' is not a conversation you can see"):
-        call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="x", thread=foreign)
+        call(server, "amq_send", "kite", to_agent="wren", body="x", thread=foreign)
 
 
 def test_reply_to_and_a_different_thread_together_are_refused_naming_both(server):
-    first = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="one", subject="a")["id"]
-    other = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="two", subject="b")["id"]
+    first = call(server, "amq_send", "kite", to_agent="wren", body="one", subject="a")["id"]
+    other = call(server, "amq_send", "kite", to_agent="wren", body="two", subject="b")["id"]
     with pytest.raises(ToolCallError, match=f"reply_to '{first}' is in thread '{first}', not in thread '{other}'"):
-        call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="x", reply_to=first, thread=other)
+        call(server, "amq_send", "kite", to_agent="wren", body="x", reply_to=first, thread=other)
 
 
 def test_replies_to_mail_the_caller_sent_or_received_join_its_thread(server):
-    asked = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="question?", kind="question")
-    follow_up = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="also...", reply_to=asked["id"])
+    asked = call(server, "amq_send", "kite", to_agent="wren", body="question?", kind="question")
+    follow_up = call(server, "amq_send", "kite", to_agent="wren", body="also...", reply_to=asked["id"])
     assert follow_up["thread"] == asked["id"]  # a reply to one's own sent message
-    answer = call(server, "amq_send", "wren", from_agent="", to_agent="kite", body="yes", reply_to=follow_up["id"])
+    answer = call(server, "amq_send", "wren", to_agent="kite", body="yes", reply_to=follow_up["id"])
     assert answer["thread"] == asked["id"]  # a reply to a received message
-    more = call(server, "amq_send", "wren", from_agent="", to_agent="kite", body="and", thread=asked["id"])
+    more = call(server, "amq_send", "wren", to_agent="kite", body="and", thread=asked["id"])
     assert more["thread"] == asked["id"]
     # a reader granted every inbox ([amq] readers) can see, and so answer, mail between others
-    seen = call(server, "amq_send", "operator", from_agent="", to_agent="kite", body="noted", reply_to=answer["id"])
+    seen = call(server, "amq_send", "operator", to_agent="kite", body="noted", reply_to=answer["id"])
     assert seen["thread"] == asked["id"]
 
 
@@ -78,7 +78,7 @@ def _keys(value) -> set[str]:
 
 
 def test_no_tool_result_carries_internal_fields(server):
-    sent = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="internals?", subject="i")
+    sent = call(server, "amq_send", "kite", to_agent="wren", body="internals?", subject="i")
     replied = call(server, "amq_reply", "wren", msg_id=sent["id"], body="none")
     results = {
         "amq_send": sent,
@@ -96,7 +96,7 @@ def test_no_tool_result_carries_internal_fields(server):
 
 
 def test_amq_routes_carry_no_internal_fields(server):
-    call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="over http", subject="h")
+    call(server, "amq_send", "kite", to_agent="wren", body="over http", subject="h")
     feed = httpx2.get(f"{server.base_url}/amq/messages?limit=5", headers=server.headers("wren")).json()
     assert feed["messages"] and not _keys(feed) & INTERNAL
 
@@ -108,9 +108,9 @@ def test_amq_read_over_stdio_has_no_internal_fields_and_a_made_up_reply_is_refus
 
     async def run():
         await session("wren", "persmem_whoami", {})  # registers wren, so kite can write to it
-        sent = tool_result(await session("kite", "amq_send", {"from_agent": "", "to_agent": "wren", "body": "b"}))
+        sent = tool_result(await session("kite", "amq_send", {"to_agent": "wren", "body": "b"}))
         read = tool_result(await session("wren", "amq_read", {"agent": "", "msg_id": sent["id"]}))
-        refused = await session("wren", "amq_send", {"from_agent": "", "to_agent": "kite", "body": "x",
+        refused = await session("wren", "amq_send", {"to_agent": "kite", "body": "x",
                                                      "reply_to": "nope"})
         return read, refused
 
@@ -134,7 +134,7 @@ def test_the_mail_is_kept_where_the_backend_says(server, request):
 
     from persmem_core.sdk.testing import persmem_command
 
-    sent = call(server, "amq_send", "kite", from_agent="", to_agent="wren", body="where am I kept?")
+    sent = call(server, "amq_send", "kite", to_agent="wren", body="where am I kept?")
     status = subprocess.run(persmem_command("amq", "status"), env=server.env, capture_output=True, text=True,
                             timeout=60)
     assert status.returncode == 0, status.stderr

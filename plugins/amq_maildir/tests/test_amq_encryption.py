@@ -78,7 +78,7 @@ def reseal_in_process(home: Path, dry_run: bool = False):
 
 def converse(server) -> str:
     """kite writes wren, wren reads and replies, kite reads the reply; returns the first message's id."""
-    sent = call(server, "amq_send", "kite", from_agent="kite", to_agent="wren", subject=f"About {SUBJECT_PHRASE}",
+    sent = call(server, "amq_send", "kite", to_agent="wren", subject=f"About {SUBJECT_PHRASE}",
                 body=f"The word is {BODY_PHRASE}.")
     inbox = call(server, "amq_check", "wren")
     assert [m["subject"] for m in inbox["messages"]] == [f"About {SUBJECT_PHRASE}"]
@@ -159,7 +159,7 @@ def test_reseal_converts_mail_in_place_both_ways_with_no_server(tmp_path):
     first = start(home, {"amq": {"readers": {"operator": ["*"]}}})
     try:
         converse(first)
-        call(first, "amq_send", "operator", from_agent="operator", to_agent="wren", subject="unread",
+        call(first, "amq_send", "operator", to_agent="wren", subject="unread",
              body=f"still unread {BODY_PHRASE}")
     finally:
         first.stop()
@@ -215,7 +215,7 @@ def test_kill_9_during_a_send_loop_loses_no_acknowledged_message(tmp_path):
                         await anyio.sleep(0.05)
                         continue
                     result = tool_result(await kite.call_tool("amq_send", {
-                        "from_agent": "kite", "to_agent": "wren", "subject": f"n{n} {SUBJECT_PHRASE}",
+                        "to_agent": "wren", "subject": f"n{n} {SUBJECT_PHRASE}",
                         "body": f"message {n} {BODY_PHRASE} " + "x" * (n % 2000)}))
                     acknowledged[result["id"]] = n
                     n += 1

@@ -58,7 +58,7 @@ def test_a_mailbox_written_by_persmem_is_served_as_is(tmp_path, amq_server):
 
 @pytest.mark.maildir_only
 def test_hostile_files_in_a_served_mailbox_are_quarantined_and_reported(server, hostile_files):
-    server.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "real"}, agent="kite")
+    server.call_tool("amq_send", {"to_agent": "wren", "body": "real"}, agent="kite")
     hostile_files(server.home / "amq" / "wren" / "inbox" / "new")
     checked = server.call_tool("amq_check", {}, agent="wren")
     assert "real" not in json.dumps(checked["quarantined"]) and len(checked["quarantined"]) == 11
@@ -80,7 +80,7 @@ def test_hostile_files_in_a_served_mailbox_are_quarantined_and_reported(server, 
 )
 def test_any_arguments_give_a_result_or_a_clear_error(server, to, body, kind, msg_id, limit):
     assert_tools_answer_clearly(server, [
-        ("amq_send", {"from_agent": "", "to_agent": to, "body": body, "kind": kind}),
+        ("amq_send", {"to_agent": to, "body": body, "kind": kind}),
         ("amq_read", {"agent": "", "msg_id": msg_id}),
         ("amq_history", {"limit": limit, "kind": kind}),
         ("amq_thread", {"thread_id": msg_id}),

@@ -19,7 +19,7 @@ def test_unread_and_feed_need_an_agent_token(server):
 
 def test_unread_counts_and_feed(server):
     before = get(server, "/amq/unread", "operator").json()["unread"]
-    sent = server.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "feed me <b>",
+    sent = server.call_tool("amq_send", {"to_agent": "wren", "body": "feed me <b>",
                                          "subject": "feed"}, agent="kite")
     after = get(server, "/amq/unread", "operator").json()
     assert after["you"] == "operator" and after["unread"]["wren"] == before.get("wren", 0) + 1
@@ -51,9 +51,9 @@ def test_event_stream_announces_new_mail_the_caller_may_see(server):
     reader.start()
     assert ready.wait(10)
     assert found[0][0] == "unread" and found[0][1]["you"] == "wren"
-    server.call_tool("amq_send", {"from_agent": "kite", "to_agent": "operator", "body": "not wren's business",
+    server.call_tool("amq_send", {"to_agent": "operator", "body": "not wren's business",
                                   "subject": "private"}, agent="kite")
-    sent = server.call_tool("amq_send", {"from_agent": "kite", "to_agent": "wren", "body": "b", "subject": "live"},
+    sent = server.call_tool("amq_send", {"to_agent": "wren", "body": "b", "subject": "live"},
                             agent="kite")
     reader.join(15)
     assert not reader.is_alive()

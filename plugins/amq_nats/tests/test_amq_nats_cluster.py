@@ -35,7 +35,7 @@ def eventually(check, within: float = SEEN_WITHIN):
 
 def test_mail_sent_through_one_node_is_read_through_the_other(two_nodes):
     a, b, _ = two_nodes
-    sent = call(a, "amq_send", "kite", from_agent="", to_agent="wren", body="from node a", subject="cross",
+    sent = call(a, "amq_send", "kite", to_agent="wren", body="from node a", subject="cross",
                 kind="question")
     assert sent["status"] == "delivered"
     inbox = eventually(lambda: call(b, "amq_check", "wren")["messages"])
@@ -52,7 +52,7 @@ def test_mail_sent_through_one_node_is_read_through_the_other(two_nodes):
     thread = eventually(lambda: call(a, "amq_thread", "kite", thread_id=sent["id"])["total"] == 2)
     assert thread and reply["thread"] == sent["id"]
     with pytest.raises(ToolCallError, match="reply_to 'nope' is not a message you can see"):
-        call(b, "amq_send", "kite", from_agent="", to_agent="wren", body="x", reply_to="nope")
+        call(b, "amq_send", "kite", to_agent="wren", body="x", reply_to="nope")
 
 
 def test_the_live_feed_on_one_node_announces_mail_sent_through_the_other(two_nodes):
@@ -74,7 +74,7 @@ def test_the_live_feed_on_one_node_announces_mail_sent_through_the_other(two_nod
     reader = threading.Thread(target=listen, daemon=True)
     reader.start()
     assert ready.wait(10)
-    sent = call(a, "amq_send", "kite", from_agent="", to_agent="wren", body="live", subject="across nodes")
+    sent = call(a, "amq_send", "kite", to_agent="wren", body="live", subject="across nodes")
     reader.join(15)
     assert not reader.is_alive()
     assert found[-1][0] == "message" and found[-1][1]["id"] == sent["id"] and found[-1][1]["to"] == "wren"
@@ -108,7 +108,7 @@ def race_to_claim(a, b, ids) -> tuple[dict, dict]:
 
 def test_two_readers_racing_on_two_nodes_claim_each_message_once(two_nodes):
     a, b, _ = two_nodes
-    ids = [call(a, "amq_send", "kite", from_agent="", to_agent="wren", body=f"race {n}")["id"] for n in range(30)]
+    ids = [call(a, "amq_send", "kite", to_agent="wren", body=f"race {n}")["id"] for n in range(30)]
     assert eventually(lambda: call(b, "amq_check", "wren")["new_count"] == 30)
     won_a, won_b = race_to_claim(a, b, ids)
     assert set(won_a) == set(won_b) == set(ids)
@@ -126,7 +126,7 @@ def test_sigkill_of_the_stream_leader_during_sends_loses_no_acknowledged_message
             while not stop.is_set():
                 async with node.client("kite") as client:  # a new session now and then, as clients do
                     for _ in range(25):
-                        result = await client.call_tool("amq_send", {"from_agent": "", "to_agent": "wren",
+                        result = await client.call_tool("amq_send", {"to_agent": "wren",
                                                                      "body": f"{tag} {n}", "subject": f"{tag}{n}"})
                         n += 1
                         try:
@@ -262,7 +262,7 @@ def test_a_node_started_together_with_the_nats_servers_waits_for_jetstream_and_d
     nodes = mail_nodes(tmp_path / "nodes", cluster)
     try:
         node = nodes.start()
-        sent = call(node, "amq_send", "kite", from_agent="", to_agent="wren", body="early", subject="boot")
+        sent = call(node, "amq_send", "kite", to_agent="wren", body="early", subject="boot")
         assert sent["status"] == "delivered"
         assert call(node, "amq_read", "wren", agent="", msg_id=sent["id"])["body"] == "early"
     finally:

@@ -102,7 +102,7 @@ def test_mail_moved_into_another_mailbox_or_unsealed_is_never_delivered(two_node
     from persmem_amq_maildir.message import Header, encode, new_id, now_iso
 
     a, b = two_nodes
-    sent = call(a, "amq_send", "kite", from_agent="", to_agent="wren", body="wren only: the merger closes March 3")
+    sent = call(a, "amq_send", "kite", to_agent="wren", body="wren only: the merger closes March 3")
     assert eventually(lambda: call(b, "amq_check", "wren")["new_count"] == 1)
 
     async def attack(nc, js):  # node3's NATS user: it may publish to persmem's subjects, but has no key
@@ -119,7 +119,7 @@ def test_mail_moved_into_another_mailbox_or_unsealed_is_never_delivered(two_node
 
     moved, unsealed, forged_id = as_client(closed_cluster, "node3", attack)
     assert unsealed > moved > 0  # the cluster stored both: the nodes refuse them
-    real = call(b, "amq_send", "wren", from_agent="", to_agent="kite", body="the real one", subject="after")
+    real = call(b, "amq_send", "wren", to_agent="kite", body="the real one", subject="after")
     for node in (a, b):
         inbox = eventually(lambda: call(node, "amq_check", "kite")["messages"])
         assert [m["id"] for m in inbox] == [real["id"]], inbox
@@ -130,7 +130,7 @@ def test_mail_moved_into_another_mailbox_or_unsealed_is_never_delivered(two_node
 
 def test_a_claim_no_node_made_hides_nothing_and_the_reader_still_claims(two_nodes, closed_cluster):
     a, b = two_nodes
-    sent = call(a, "amq_send", "wren", from_agent="", to_agent="kite", body="claim me", subject="claims")
+    sent = call(a, "amq_send", "wren", to_agent="kite", body="claim me", subject="claims")
     assert eventually(lambda: sent["id"] in [m["id"] for m in call(b, "amq_check", "kite")["messages"]])
 
     async def claim_first(nc, js):

@@ -33,7 +33,7 @@ def seed(server):
           memory_type="note", tags="xss")
     first = store("wren", content="Cache TTL is 5 minutes.", project="ops", memory_type="decision", tags="cache")
     tool(server, "memory_update", {"memory_id": first["id"], "content": "Cache TTL is 10 minutes."}, agent="wren")
-    tool(server, "amq_send", {"from_agent": "kite", "to_agent": "wren", "subject": "Review please",
+    tool(server, "amq_send", {"to_agent": "wren", "subject": "Review please",
                                   "body": "Can you review the cache change?", "kind": "review_request"}, agent="kite")
 
 

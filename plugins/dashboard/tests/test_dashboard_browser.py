@@ -70,7 +70,7 @@ def test_a_message_sent_with_amq_send_appears_live_within_2_seconds(page, server
     expect(page.locator("#live-state")).to_have_text("Live: connected.")
     expect(page.locator("details.message")).to_have_count(1)
     sent_at = time.monotonic()
-    tool(server, "amq_send", {"from_agent": "wren", "to_agent": "kite", "subject": "Live <b>one</b>",
+    tool(server, "amq_send", {"to_agent": "kite", "subject": "Live <b>one</b>",
                                   "body": "<img src=x onerror=alert(1)> looks good"}, agent="wren")
     live = page.locator("details.message[data-live]")
     expect(live).to_have_count(1, timeout=2000)

@@ -45,7 +45,7 @@ HOSTILE_BODIES = {
 
 
 def _send(server, subject, body, sender="kite", to="wren"):
-    return tool(server, "amq_send", {"from_agent": sender, "to_agent": to, "subject": subject, "body": body},
+    return tool(server, "amq_send", {"to_agent": to, "subject": subject, "body": body},
                 agent=sender)
 
 

@@ -68,7 +68,7 @@ def with_session(session_id: str) -> httpx2.Client:
 
 
 def send_mail(server, subject: str) -> None:
-    tool(server, "amq_send", {"from_agent": "wren", "to_agent": "kite", "subject": subject, "body": f"{subject}, body"},
+    tool(server, "amq_send", {"to_agent": "kite", "subject": subject, "body": f"{subject}, body"},
          agent="wren")
 
 

@@ -68,7 +68,7 @@ def test_persmem_dashboard_owns_the_home_a_stdio_session_joins_it_and_a_serve_be
                 "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                "name": "amq_send", "arguments": {"from_agent": "kite", "to_agent": "wren", "body": "via stdio"}}},
+                "name": "amq_send", "arguments": {"to_agent": "wren", "body": "via stdio"}}},
         ]
         stdio = subprocess.run([sys.executable, "-m", "persmem_core", "serve", "--transport", "stdio", "--agent",
                                 "kite"], env=env, input="".join(json.dumps(m) + "\n" for m in lines),
