@@ -66,7 +66,14 @@ def install(target: str, agent: str | None, url: str | None, token_file: str | N
     if url:
         if not agent:
             raise click.ClickException("--url needs --agent NAME: the agent whose token the hooks use")
-        for line in install_remote(url, agent, target, _read_token(token_file)):
+        from .hook import SettingsError, check_remote
+
+        token = _read_token(token_file)
+        try:
+            checked = check_remote(url, token)  # a refused token: nothing is written
+        except SettingsError as exc:
+            raise click.ClickException(str(exc)) from None
+        for line in install_remote(url, agent, target, token) + [checked]:
             click.echo(line)
         codex = [t for t in _chosen(target, install=True) if t.client == "codex"]
         for t in codex:

@@ -914,19 +914,21 @@ def ask_token(options: dict, environ, stdin) -> str:
     return token
 
 
-def check_remote(url: str, token_file: str) -> str:
-    """One request with the saved token: a line saying whether the server takes it."""
+def check_remote(url: str, token: str) -> str:
+    """One request with `token` before anything is written: a line saying whether the server takes it;
+    SettingsError when it refuses it (the hooks would send nothing)."""
     try:
-        server = Server({"url": url, "token_file": token_file}, os.environ, time.monotonic() + 5)
+        server = Server({"url": url}, {TOKEN_ENV: token}, time.monotonic() + 5)
         try:
             server.request("GET", "/sessions/capture/claude/persmem-install-check")
         finally:
             server.close()
     except Exception as exc:  # reported, not fatal: the server may just be down right now
         text = str(exc) if isinstance(exc, HookFailed) else _explain(exc)
-        if "HTTP 401" in text:
-            raise SettingsError(f"{url} refused the token ({text}); nothing to fix in the settings, run the install "
-                                "again with the agent's current token") from None
+        if "HTTP 401" in text or "HTTP 403" in text:
+            raise SettingsError(f"{url} refused the token ({text}); nothing was written. Run the install again "
+                                "with the agent's current token (`persmem agent token NAME` on the server issues "
+                                "a new one)") from None
         return f"could not check the token with {url} yet ({text}); the hooks will work once it answers"
     return f"{url} accepts the token"
 
@@ -936,6 +938,7 @@ def install_remote(url: str, agent: str, target: str, token: str, python: str, s
     """Hooks that reach the server at `url` as `agent`: the token saved 0600 (never in a settings file), the
     entries merged into the chosen clients' settings."""
     split_url(url)
+    url = url.rstrip("/")  # https://box/ and https://box are one server: one command
     chosen = chosen_targets(target, environ)
     path = token_path(agent, environ)
     save_token(path, token)
@@ -956,13 +959,15 @@ def install_main(argv) -> int:
         if target not in ("claude", "codex", "all"):
             raise UsageError(f"--target is claude, codex or all\n{USAGE}")
         token = ask_token(options, os.environ, sys.stdin)
+        checked = check_remote(options["url"], token)
         lines = install_remote(options["url"], options["agent"], target, token, sys.executable, __file__)
-        lines.append(check_remote(options["url"], token_path(options["agent"])))
+        lines.append(checked)
     except (UsageError, SettingsError, HookFailed, OSError) as exc:
         sys.stderr.write(f"persmem hook install: {exc}\n")
         return 2
     print("\n".join(lines))
-    if any(line.startswith(str(targets()["codex"].hooks_file)) for line in lines):
+    codex_file = str(targets()["codex"].hooks_file)
+    if any(line.startswith(codex_file) and "nothing to change" not in line for line in lines):
         print("  Codex asks you to review and trust new hooks before they run: open /hooks in Codex.")
     return 0
 
