@@ -35,12 +35,8 @@ def _check_session_id(session_id: str) -> str:
 
 
 def session_list(project: str = "", limit: int = 20, call: CallContext = None) -> dict:
-    """List your archived Claude Code / Codex sessions, the latest first.
-
-    - project: only sessions of this project (the project comes from the session's working folder); "" = all.
-    - limit: how many (1-100).
-    Returns {"sessions": [{"session_id", "client", "project", "title" (the start of its first prompt),
-    "turns", "first_time", "last_time", "cwd"}], "total"}. Read one with session_read(session_id)."""
+    """Your archived Claude Code / Codex sessions, latest first (session_id, client, project, title, turns,
+    times). project: only that project's ("" all). limit: 1-100."""
     if not 1 <= limit <= MAX_LIST:
         raise UserError(f"limit must be from 1 to {MAX_LIST}, got {limit}.")
     metas = service(call.host).sessions_of(call.agent, (project or "").strip())
@@ -56,14 +52,8 @@ def session_list(project: str = "", limit: int = 20, call: CallContext = None) -
 
 
 def session_read(session_id: str, offset: int = 0, limit: int = 50, call: CallContext = None) -> dict:
-    """Read one of your sessions turn by turn: what the user said, what the assistant answered, each tool call
-    and result (tool outputs were cut when archived; secrets are redacted as [REDACTED:...]).
-
-    - session_id: from session_list or session_search.
-    - offset: the first turn to show (0 = the start); limit: how many turns (1-200).
-    Returns {"session_id", "client", "project", "turns": [{"index", "role", "time", "text"}], "total_turns",
-    "next_offset" (null at the end)}. Long turns are cut; the reply stops early when it would be too long, and
-    next_offset continues from there."""
+    """Read one of your sessions turn by turn: prompts, answers, tool calls and results (long turns cut, secrets
+    redacted). offset: first turn; limit: 1-200 turns; next_offset continues (null at the end)."""
     session_id = _check_session_id(session_id)
     if offset < 0:
         raise UserError(f"offset must be 0 or more, got {offset}.")
@@ -86,15 +76,10 @@ def session_read(session_id: str, offset: int = 0, limit: int = 50, call: CallCo
 
 def session_search(query: str, project: str = "", session_id: str = "", top_k: int = 5,
                    call: CallContext = None) -> dict:
-    """Search what was said in your past Claude Code / Codex sessions (prompts, answers, tool calls and
-    results), by meaning and keywords.
-
-    - query: what you are looking for, in words ("the migration that broke the auth tests").
-    - project: only this project's sessions; session_id: only this session; "" = any.
-    - top_k: how many turns (1-20).
-    Returns {"results": [{"session_id", "client", "project", "index", "role", "time", "score", "text"}]}; read
-    the turns around a hit with session_read(session_id, offset=index - 5). Sessions captured in the last
-    seconds may not be searchable yet ("indexing" says how many sessions wait)."""
+    """Search what was said in your past Claude Code / Codex sessions, by meaning and keywords. project,
+    session_id: narrow it ("" any). top_k: 1-20. Results: session_id, index, role, time, score, text;
+    session_read(session_id, offset=index-5) shows the context. Sessions from the last seconds may not be
+    indexed yet ("indexing" counts them)."""
     query = (query or "").strip()
     if not query:
         raise UserError("query is empty: say in words what you are looking for.")

@@ -255,7 +255,9 @@ class OnnxEmbedder:
         return result
 
     def embed_query(self, text: str) -> np.ndarray:
-        """One vector for a search query (the mean of its windows, re-normalised, if it is long)."""
-        vectors = self.embed_chunks([text])[0]
-        vector = vectors.mean(axis=0)
+        """One vector for a search query, from its first window (WINDOW tokens) only: one model run whatever the
+        query's length (a pasted page would cost a run per passage, and its tail blurs what is asked)."""
+        self.load()
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids[: WINDOW - 2]
+        vector = self._run([[self._cls, *ids, self._sep]])[0]
         return (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)

@@ -10,6 +10,7 @@ from ..service import service
 from ..store.query import parse_when, shown
 from ..store.records import ID_RE
 
+Tags = str | list[str]  # tags as a tool takes them: "a,b" or ["a", "b"] (store.query.parse_tags reads both)
 MAX_LINKED_IDS = 20  # ids one memory_store may name in supersedes
 # Consolidated memories get the id "con_" + their first member's id (lifecycle/candidates.consolidated_id), which anyone
 # can compute: a caller-chosen id with that prefix could take the id of another agent's consolidated memory.

@@ -6,21 +6,15 @@ from persmem_core.sdk import CallContext, UserError
 
 from ..store.query import parse_label, parse_tags, shown
 from ..store.records import ID_RE, iso, public, public_version
-from .arguments import caller_memory, parse_date
+from .arguments import Tags, caller_memory, parse_date
 
 CHAIN_SHOWN = 21  # steps of a supersession chain memory_get shows: the memory and the 20 nearest around it
 
 
 def memory_get(memory_id: str, collection: str = "memories", include_history: bool = False,
                call: CallContext = None) -> dict:
-    """Read one memory by id, with where it stands: superseded_by (the later memory that replaced it, if any),
-    supersedes, chain (the ids of the chain of restatements, oldest first; of a long one the 21 around this
-    memory, with chain_length and chain_older_left_out / chain_newer_left_out), consolidated_into /
-    consolidates, confidence (0-1, 0.5 with no feedback) and feedback counts, retrievals (how often searches
-    returned it), tier (episodic, semantic or procedural), valid_until / review_after, expired, review_due.
-    With include_history, also its previous versions (oldest first), its link_history (each link made or
-    undone: by whom, when, how, why) and its feedback entries. `author` is who wrote the memory, `editor` who
-    made each version (null: not recorded, an older store). A superseded memory stays readable here, whole."""
+    """Read a memory whole by id, with its links and state (superseded_by, supersedes, chain, consolidated_into,
+    confidence, expired, review_due...). include_history: also its past versions and link and feedback history."""
     agent_memory = caller_memory(call)
     # Just stored: a link its embedding may make is part of the answer.
     memory = agent_memory.get(collection, memory_id, wait_embedded=True)
@@ -53,27 +47,21 @@ def _lifecycle_fields(state: dict, memory_id: str) -> dict:
     return fields
 
 
-def memory_update(memory_id: str, content: str | None = None, tags: str | None = None,
-                  memory_type: str | None = None, project: str | None = None, collection: str = "memories",
-                  valid_until: str | None = None, review_after: str | None = None,
+def memory_update(memory_id: str, content: str = "", tags: Tags | None = None, memory_type: str = "",
+                  project: str = "", collection: str = "memories", valid_until: str = "", review_after: str = "",
                   call: CallContext = None) -> dict:
-    """Change a memory's content, tags, type, project, valid_until or review_after. The previous version is kept
-    (memory_get with include_history=true shows it, with who made each version) and the version number goes up.
-    Pass only what changes. valid_until / review_after: an ISO date or time (2026-12-31: through that day),
-    "none" to clear it, empty to leave it. You may change memories you wrote; others' only if the operator
-    granted it ([memory] editors), and identity and directive entries only their author.
-    A fact that changed is often better stored anew with memory_store(supersedes=<this id>): the old statement
-    then stays readable as history of what was true before."""
+    """Change a memory in place (the old version is kept). Pass only what changes; tags="" clears them;
+    valid_until / review_after: ISO date or "none". Your own memories (others' if granted). A fact that changed
+    is better stored anew: memory_store(supersedes=<id>)."""
     until, review = parse_date(valid_until, "valid_until", clearable=True), parse_date(
         review_after, "review_after", clearable=True)
-    if content is None and tags is None and memory_type is None and project is None and until is None \
-            and review is None:
+    if not content and tags is None and not memory_type and not project and until is None and review is None:
         raise UserError("nothing to update: pass content, tags, memory_type, project, valid_until or review_after.")
     memory = caller_memory(call).update(
-        collection, memory_id, content=content,
+        collection, memory_id, content=content or None,
         tags=None if tags is None else parse_tags(tags),
-        type=None if memory_type is None else parse_label(memory_type, "memory_type"),
-        project=None if project is None else parse_label(project, "project"),
+        type=parse_label(memory_type, "memory_type") if memory_type else None,
+        project=parse_label(project, "project") if project else None,
         valid_until=until, review_after=review,
     )
     reply = {"status": "updated", **public(memory)}
@@ -84,23 +72,16 @@ def memory_update(memory_id: str, content: str | None = None, tags: str | None =
 
 
 def memory_delete(memory_id: str, collection: str = "memories", call: CallContext = None) -> dict:
-    """Delete one memory by id (it stops appearing in searches; the deletion is logged with your name).
-    You may delete memories you wrote; others' only if the operator granted it ([memory] editors), and identity
-    and directive entries only their author."""
+    """Delete one memory by id (gone from searches; the deletion is logged). Your own memories; others' only if
+    the operator granted it."""
     memory = caller_memory(call).delete(collection, memory_id)
     return {"status": "deleted", "id": memory.id}
 
 
 def memory_validate(memory_id: str, helpful: bool, note: str = "", collection: str = "memories",
                     call: CallContext = None) -> dict:
-    """Say whether a memory helped (helpful=true) or was wrong, outdated or useless (helpful=false), after you
-    used it. Each agent's latest verdict counts once toward the memory's confidence, (1 + helpful) / (2 +
-    helpful + unhelpful) over the agents' verdicts; confidence nudges its search rank up or down a little
-    (bounded: no agent can bury another's memory; one agent alone moves it by a few percent). Any memory you can
-    see; on your own memory your verdict only answers the others' (it can even them out, never go past).
-    note: why, up to 500 characters (kept with your name and the time; memory_get with include_history shows
-    the entries). A memory that is simply no longer true is better replaced: memory_store the current
-    fact with supersedes=<its id>. Returns the new confidence and the counts."""
+    """After using a memory, say if it helped (helpful=true) or was wrong or outdated (false); your latest
+    verdict nudges its confidence and rank a little. note: why (up to 500 chars)."""
     if not isinstance(helpful, bool):
         raise UserError(f"helpful must be true or false, got {shown(helpful)}.")
     if not isinstance(note, str):
@@ -114,12 +95,9 @@ def memory_validate(memory_id: str, helpful: bool, note: str = "", collection: s
 
 def memory_unlink(memory_id: str, supersedes_id: str = "", collection: str = "memories",
                   call: CallContext = None) -> dict:
-    """Undo a supersession link that is wrong (say memory_store detected a restatement that was not one): the
-    older memory ranks as before and loses its superseded_by mark. memory_id may be either side: the newer
-    memory (then supersedes_id names which of its links to drop; empty drops them all) or the older one (the
-    link naming it is dropped). Nothing is deleted; the undoing is recorded in the newer memory's link_history
-    (memory_get with include_history). Allowed to the author of either memory, or an agent granted over either
-    author ([memory] editors)."""
+    """Undo a wrong supersession link (e.g. one memory_store detected): the older memory ranks as before.
+    memory_id: either side; from the newer one, supersedes_id picks the link (empty: all). Nothing is
+    deleted."""
     supersedes_id = (supersedes_id or "").strip()
     for value, what in ((memory_id, "memory_id"), (supersedes_id, "supersedes_id")):
         if value and not ID_RE.match(value):

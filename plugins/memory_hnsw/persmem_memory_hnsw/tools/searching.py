@@ -11,22 +11,22 @@ from ..search.replies import LifecycleLinks, lifecycle_marks, search_reply
 from ..service import check_collection_name
 from ..sessions_answers import SESSIONS, session_hits, turn_fields
 from ..store.query import Filters, did_you_mean, parse_filters, shown
-from .arguments import caller_memory
+from .arguments import Tags, caller_memory
 
 MAX_TOP_K = 20
-SEARCHED_QUERY_CHARS = 4000  # a query's start that is searched (the embedder reads fewer tokens still)
+SEARCHED_QUERY_CHARS = 1000  # a query's start that is searched, by words and by meaning (about one model window)
 
 
 def memory_search(
     query: str,
     top_k: int = 5,
-    project: str | None = None,
-    memory_type: str | None = None,
+    project: str = "",
+    memory_type: str = "",
     collection: str = "memories",
-    tags: str | None = None,
-    author: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
+    tags: Tags = "",
+    author: str = "",
+    since: str = "",
+    until: str = "",
     recency_weight: float = 0.0,
     mode: str = "hybrid",
     verbose: bool = False,
@@ -35,33 +35,12 @@ def memory_search(
     include_expired: bool = False,
     call: CallContext = None,
 ) -> dict:
-    """Find memories by meaning and by words (hybrid semantic + BM25 search), best first.
-
-    - query: what you are looking for, in natural language or keywords (the first 4000 characters are searched).
-    - top_k: at most how many results (1-20). Results far weaker than the best one are left out, and the reply
-      is kept to about 10,000 characters, so you may get fewer (the reply's `note` says when some were left out).
-    - project, memory_type, author: exact filters; tags: comma-separated, any may match. A name that does not
-      exist gets an empty result with a `hint` naming the closest existing ones.
-    - since / until: ISO dates or times (2026-11-01, 2026-11-01T09:30:00Z) bounding when the memory was stored;
-      a date alone as until includes that whole day. since after until is refused.
-    - recency_weight: 0 (default) ignores age; up to 1 favours recent memories.
-    - mode: "hybrid" (default), "dense" (meaning only) or "lexical" (words only).
-    - verbose: also return internals (content_hash, distance, lexical_score, editor, timings); rarely useful.
-    - include_sessions: also search your own past sessions' turns (what you and the user said in Claude Code or
-      Codex sessions, archived by the sessions plugin), with the same filters; they are merged with the memories
-      by score and marked with session_id, index (the turn's place in the session), client and role.
-      session_read(session_id, offset=index) shows the conversation around one. Only your own sessions.
-    - include_superseded: true (default) also returns memories a later one replaced, ranked lower and marked
-      superseded_by (the successor's id); false leaves them out. include_expired: also return memories past
-      their valid_until, marked expired (hidden by default).
-    Returns {"query" (cut when long), "collection", "count", "results", "note"?, "hint"?}. Each result has id,
-    score (1 = the best match), content, project, type, tags, author, created, updated, version. A long memory's
-    content is its best matching passage, with truncated=true, full_chars and shown_chars (start, end);
-    memory_get(memory_id) returns the whole memory. Marks, only when they apply: superseded_by / supersedes
-    (ids: the newer statement wins), consolidated_into / consolidates (a consolidated memory and how many it
-    gathers), confidence (0-1, from memory_validate feedback), expired, review_due.
-    Nothing is ever deleted by these marks: memory_get shows a memory's links and history.
-    """
+    """Search memories by meaning and words, best first; only the query's first 1000 characters are used.
+    top_k: 1-20; weak hits and those past a ~10k-char reply are left out (`note`). Filters: project,
+    memory_type, author (exact), tags ("a,b" or a list, any), since / until (ISO). recency_weight 0-1 favours
+    recent ones. mode: hybrid, dense or lexical. include_sessions: also your past sessions' turns. Superseded
+    memories rank lower, marked superseded_by; expired ones only with include_expired; nothing is ever deleted.
+    A long memory shows its best passage (truncated; memory_get gives it whole)."""
     _check_search(query, top_k, mode, recency_weight)
     asked = parse_filters(project=project, memory_type=memory_type, author=author, tags=tags, since=since,
                           until=until)
@@ -77,7 +56,7 @@ def memory_search(
                          recency_weight=recency_weight, include_superseded=include_superseded,
                          include_expired=include_expired)
     if include_sessions and collection != SESSIONS:
-        turns = session_hits(memory, query, top_k=top_k, filters=asked)
+        turns = session_hits(memory, query[:SEARCHED_QUERY_CHARS], top_k=top_k, filters=asked)
         hits = sorted([*hits, *turns], key=lambda hit: hit.score, reverse=True)[:top_k]
     took_ms = round((time.perf_counter() - start) * 1000, 2)
     reply = search_reply(query, collection, hits, config, searched_chars=SEARCHED_QUERY_CHARS, verbose=verbose,

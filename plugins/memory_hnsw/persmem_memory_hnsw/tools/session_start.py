@@ -11,19 +11,14 @@ from ..service import NAME
 from ..store.query import did_you_mean, parse_label, parse_tags, shown
 from ..store.records import public
 from ..store.new_memory import NewMemory
-from .arguments import caller_memory, check_not_reserved
+from .arguments import Tags, caller_memory, check_not_reserved
 
 
 def chorus_init(agent: str = "", project: str = "general", call: CallContext = None) -> dict:
-    """Call once at the start of a session: returns your pinned identity and directive entries, the last 3
-    handoff memories of `project`, and `sections`: what other plugins say a session should know, as [{title,
-    text}] (the mail plugin's: how many messages you have unread and the newest senders and subjects, one JSON
-    line each; amq_read gives a body; nothing is marked read). The same as a hooked session's briefing.
-    Pinned are only the identity and directive entries you wrote (bootstrap_update); never another agent's.
-    `agent` may be left empty: you are the calling agent (a different name is refused).
-    A long handoff (or pinned entry) shows its start, marked truncated with full_chars; memory_get gives the whole.
-    A handoff past its valid_until is left out.
-    A project nobody has used yet gets a `hint` naming the closest existing ones."""
+    """Call once at a session's start: your pinned identity and directive entries (bootstrap_update), the last 3
+    handoffs of `project`, and `sections` other plugins add ([{title, text}], e.g. your unread mail's senders
+    and subjects; nothing is marked read). Long entries are cut (truncated; memory_get has them whole).
+    agent: leave empty (you are the caller)."""
     if agent and agent != call.agent:
         raise UserError(f"you are authenticated as {call.agent!r}; chorus_init cannot load {shown(agent)}'s "
                         "session.")
@@ -55,11 +50,11 @@ def chorus_init(agent: str = "", project: str = "general", call: CallContext = N
     return reply
 
 
-def bootstrap_update(entry_id: str, content: str, tags: str = "", entry_type: str = "identity",
+def bootstrap_update(entry_id: str, content: str, tags: Tags = "", entry_type: str = "identity",
                      project: str = "general", call: CallContext = None) -> dict:
-    """Create or overwrite one of your bootstrap entries (identity, directive, ...) that chorus_init returns to
-    you. `entry_id` is a stable name of your choosing, e.g. "kite-identity"; overwriting keeps the old version.
-    An entry_id another agent already uses is refused (pick another)."""
+    """Create or overwrite one of your pinned entries (identity, directive...) that chorus_init returns.
+    entry_id: a stable name of yours, e.g. "kite-identity" (one another agent uses is refused); overwriting
+    keeps the old version. tags: "a,b" or a list."""
     agent_memory = caller_memory(call)
     tag_list = parse_tags(tags)
     existing = agent_memory.own_bootstrap_entry("memories", entry_id, entry_type)

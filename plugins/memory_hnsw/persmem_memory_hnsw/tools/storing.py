@@ -7,59 +7,40 @@ import json
 
 from persmem_core.sdk import CallContext, UserError
 
+from ..access import AgentMemory
 from ..store.contexts import CONTEXT_CHARS_PER_SIDE, conversation_contexts
-from ..store.query import parse_created, parse_label, parse_tags
 from ..store.new_memory import NewMemory
-from .arguments import caller_memory, check_id_allowed, check_not_reserved, parse_date, parse_ids
+from ..store.query import parse_created, parse_label, parse_tags
+from .arguments import Tags, caller_memory, check_id_allowed, check_not_reserved, parse_date, parse_ids
+
+MAX_BULK_CHUNKS = 1000  # chunks one memory_bulk_store call takes
 
 
 def memory_store(
     content: str,
     project: str = "general",
-    tags: str = "",
+    tags: Tags = "",
     memory_type: str = "session_note",
     collection: str = "memories",
-    memory_id: str | None = None,
+    memory_id: str = "",
     dedup: bool = True,
     supersedes: str | list[str] = "",
     valid_until: str = "",
     review_after: str = "",
     call: CallContext = None,
 ) -> dict:
-    """Store one memory (a fact, decision, handoff, bug, pattern...) so any later session can find it.
-
-    - content: the text to remember; long text is kept whole and every part stays searchable.
-    - project: groups memories ("general" by default); memory_search can filter on it.
-    - tags: comma-separated labels, e.g. "auth,jwt".
-    - memory_type: session_note, decision, handoff, bug, pattern, preference, identity, directive, ...
-      project, tags and memory_type are short labels: 1-64 characters of one line each, no line breaks, tabs
-      or other control or invisible characters (refused, with the cleaned label suggested).
-    - memory_id: optional id of your choosing; by default one is generated. Not in a private collection
-      (like `sessions`): there the server gives every id, so leave it empty. Ids starting with "con_" are
-      reserved for consolidated memories.
-    - dedup: when an identical or near-identical memory exists in the project, its id is returned
-      with status "duplicate" instead of storing a copy (nothing is ever deleted).
-    - supersedes: when this memory replaces older ones you know of (a fact that changed: "staging moved from
-      Postgres to SQLite"), their ids, comma-separated ("id1,id2"). They stay stored and readable, but rank
-      below this one and are marked superseded_by it in searches. Only memories you may change (your own,
-      or granted), in the same collection.
-    - valid_until: an ISO date or time (2026-12-31) after which this memory is expired: hidden from searches
-      unless asked for (a date alone means through that day). review_after: after it, the memory is marked
-      review_due (still found), to be checked.
-    The memory is stored (durably) when this returns and found by keyword at once; its meaning is indexed a
-    moment later, and a memory_search waits for that. When you restate something you stored earlier in the same
-    project without naming it in supersedes, the server may then link the two itself: memory_get shows the link
-    (how: "detected", the similarity and the shared words); if it is wrong, memory_unlink(memory_id=<this id>)
-    undoes it. Returns {"status": "stored"|"duplicate", "id": ..., "supersedes"?: [...]} (`supersedes`: the
-    links you asked for). The author is you (the calling agent).
-    """
+    """Store a memory (fact, decision, handoff, bug...) for later sessions. memory_type: session_note, decision,
+    handoff, bug, pattern, preference... tags: "a,b" or a list. memory_id: optional id of yours. dedup: an
+    identical or near-identical memory of yours is returned instead (status "duplicate"). supersedes: ids this
+    replaces: they rank lower, marked superseded_by; a restatement may be linked automatically (memory_unlink
+    undoes it). valid_until: ISO date, then hidden; review_after: then marked review_due."""
     memory = caller_memory(call)
     if memory_id:
         check_id_allowed(memory, collection, "memory_id")
         check_not_reserved(memory_id, "memory_id")
     memory_type = parse_label(memory_type, "memory_type")
     item = NewMemory(content=content, project=parse_label(project, "project"), type=memory_type,
-                     tags=parse_tags(tags), memory_id=memory_id,
+                     tags=parse_tags(tags), memory_id=memory_id or None,
                      supersedes=parse_ids(supersedes, "supersedes"),
                      valid_until=parse_date(valid_until, "valid_until") or 0.0,
                      review_after=parse_date(review_after, "review_after") or 0.0,
@@ -81,8 +62,8 @@ def _explain_links(result: dict, asked: list[str]) -> dict:
         detected = [link["id"] for link in links if link.get("how") == "detected"]
         result["note"] = (
             f"This memory supersedes {', '.join(link['id'] for link in links)}: "
-            f"{'that memory' if len(links) == 1 else 'those memories'} now rank below it, marked superseded_by "
-            f"{result['id']} (nothing is deleted). "
+            f"{'that memory now ranks' if len(links) == 1 else 'those memories now rank'} below it, marked "
+            f"superseded_by {result['id']} (nothing is deleted). "
             + (f"The link to {', '.join(detected)} was detected (a restatement of the same subject); if it is "
                f"wrong, memory_unlink(memory_id={result['id']!r}) undoes it." if detected else
                f"memory_unlink(memory_id={result['id']!r}) undoes it."))
@@ -97,57 +78,83 @@ def memory_bulk_store(
     context_chars: int = 300,
     call: CallContext = None,
 ) -> dict:
-    """Store many memories in one call: `chunks` is a JSON array (or a list) of
-    {"content": ..., "tags": "a,b" or [...], "type": ..., "project": ..., "id": ..., "created": ...} objects; only
-    content is required ("id" is refused in a private collection like `sessions`, where the server gives every id).
-    "created" is when it was said or written, an ISO date or time like 2023-05-08 or 2023-05-08T13:56:00Z
-    (default: now): importing a conversation with its dates lets a search that names a time ("what did she
-    paint in May 2023?") find it, and since/until filter on it.
-    All are written together (one durable write). Returns one {"status", "id"} per chunk, in order.
-
-    Chunks are taken as consecutive pieces of one conversation or document: up to `context_chars` characters
-    of the chunks before and after each one (in the same project) are indexed with it for keyword search (not
-    part of its content), so a turn like "Yes, a sunrise over the lake." is found by the words of the question before it
-    (a chunk right after a question counts the question's words in full).
-    Pass context_chars=0 when the chunks are unrelated notes."""
-    if isinstance(chunks, str):
-        try:
-            chunks = json.loads(chunks)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"chunks is not valid JSON ({exc}); pass a JSON array of objects with a 'content' field.") from None
-        except RecursionError:
-            raise UserError("chunks is nested too deeply to read; pass a flat JSON array of objects like "
-                            "{\"content\": \"...\"}.") from None
-    if not isinstance(chunks, list) or not chunks:
-        raise UserError("chunks must be a non-empty JSON array of objects like {\"content\": \"...\"}.")
-    if len(chunks) > 1000:
-        raise UserError(f"{len(chunks)} chunks in one call; send at most 1000 per call.")
+    """Store up to 1000 chunks in one write: a JSON array (or list) of {content, tags?, type?, project?, id?,
+    created? (ISO time it was said)}. One call is one conversation or document, in order: each chunk is
+    keyword-indexed with context_chars of its neighbours, a reply with its question; import each chat session in
+    its own call. context_chars=0 (unrelated notes) turns both off. dedup: a chunk repeating an earlier one of
+    this call word for word (a repeated chat line) gets the first's id; nothing else is deduplicated."""
+    chunks = _chunk_list(chunks)
     if not 0 <= context_chars <= CONTEXT_CHARS_PER_SIDE:
         raise UserError(f"context_chars must be 0-{CONTEXT_CHARS_PER_SIDE}, got {context_chars}.")
-    memory, items = caller_memory(call), []
-    for i, chunk in enumerate(chunks):
-        if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
-            raise UserError(f"chunks[{i}] must be an object with a string 'content'.")
-        for key in ("project", "type", "memory_type", "id", "created"):
-            if chunk.get(key) is not None and not isinstance(chunk[key], str):
-                raise UserError(f"chunks[{i}].{key} must be a string, got {type(chunk[key]).__name__} "
-                                f"{json.dumps(chunk[key])[:40]}; leave it out to use the default.")
-        if chunk.get("id"):
-            check_id_allowed(memory, collection, f"chunks[{i}].id")
-            check_not_reserved(chunk["id"], f"chunks[{i}].id")
-        items.append(NewMemory(
-            content=chunk["content"],
-            project=parse_label(chunk.get("project") or project, f"chunks[{i}].project"),
-            type=parse_label(chunk.get("type") or chunk.get("memory_type") or "session_note", f"chunks[{i}].type"),
-            tags=parse_tags(chunk.get("tags"), f"chunks[{i}].tags"),
-            memory_id=chunk.get("id"),
-            created=parse_created(chunk.get("created"), f"chunks[{i}].created"),
-        ))
+    memory = caller_memory(call)
+    items = [_chunk_item(memory, collection, project, i, chunk) for i, chunk in enumerate(chunks)]
     if context_chars:
         for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
             run = list(run)
             for item, (context, question) in zip(run, conversation_contexts([x.content for x in run], context_chars),
                                                  strict=True):
                 item.context, item.reply_to = context, question
-    results = memory.store(collection, items, dedup=dedup)
+    results = _store_each_text_once(memory, collection, items) if dedup else memory.store(collection, items,
+                                                                                         dedup=False)
     return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
+
+
+def _chunk_list(chunks: str | list) -> list:
+    """memory_bulk_store's chunks as a list: parsed when JSON text, refused when empty or over MAX_BULK_CHUNKS."""
+    if isinstance(chunks, str):
+        try:
+            chunks = json.loads(chunks)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"chunks is not valid JSON ({exc}); pass a JSON array of objects with a 'content' "
+                            "field.") from None
+        except RecursionError:
+            raise UserError("chunks is nested too deeply to read; pass a flat JSON array of objects like "
+                            "{\"content\": \"...\"}.") from None
+    if not isinstance(chunks, list) or not chunks:
+        raise UserError("chunks must be a non-empty JSON array of objects like {\"content\": \"...\"}.")
+    if len(chunks) > MAX_BULK_CHUNKS:
+        raise UserError(f"{len(chunks)} chunks in one call; send at most {MAX_BULK_CHUNKS} per call (a longer "
+                        "conversation in several calls, in order).")
+    return chunks
+
+
+def _chunk_item(memory: AgentMemory, collection: str, project: str, i: int, chunk) -> NewMemory:
+    """chunks[i] checked and made a NewMemory (the call's project unless it names its own)."""
+    if not isinstance(chunk, dict) or not isinstance(chunk.get("content"), str):
+        raise UserError(f"chunks[{i}] must be an object with a string 'content'.")
+    for key in ("project", "type", "memory_type", "id", "created"):
+        if chunk.get(key) is not None and not isinstance(chunk[key], str):
+            raise UserError(f"chunks[{i}].{key} must be a string, got {type(chunk[key]).__name__} "
+                            f"{json.dumps(chunk[key])[:40]}; leave it out to use the default.")
+    if chunk.get("id"):
+        check_id_allowed(memory, collection, f"chunks[{i}].id")
+        check_not_reserved(chunk["id"], f"chunks[{i}].id")
+    return NewMemory(
+        content=chunk["content"],
+        project=parse_label(chunk.get("project") or project, f"chunks[{i}].project"),
+        type=parse_label(chunk.get("type") or chunk.get("memory_type") or "session_note", f"chunks[{i}].type"),
+        tags=parse_tags(chunk.get("tags"), f"chunks[{i}].tags"),
+        memory_id=chunk.get("id") or None,
+        created=parse_created(chunk.get("created"), f"chunks[{i}].created"),
+    )
+
+
+def _store_each_text_once(memory: AgentMemory, collection: str, items: list[NewMemory]) -> list[dict]:
+    """memory_bulk_store's dedup: a chunk repeating an earlier chunk of the same call word for word (same
+    project, no id of its own) is not stored again; its result is {"status": "duplicate", "id": <the first's>,
+    "match": "exact"}. Only within the call: a conversation's lines are not compared with what was stored before
+    (the same "ok" in another conversation is another event), nor by meaning (near-identical turns differ)."""
+    first: dict[tuple[str, str], int] = {}  # (project, text) -> index in `unique`
+    unique, where = [], []  # where[i]: (index in unique, repeats an earlier chunk)
+    for item in items:
+        key = (item.project, item.content)
+        if item.memory_id is None and key in first:
+            where.append((first[key], True))
+            continue
+        if item.memory_id is None:
+            first[key] = len(unique)
+        where.append((len(unique), False))
+        unique.append(item)
+    stored = memory.store(collection, unique, dedup=False)
+    return [{"status": "duplicate", "id": stored[at]["id"], "match": "exact"} if repeat else stored[at]
+            for at, repeat in where]
