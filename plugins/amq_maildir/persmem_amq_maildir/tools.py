@@ -19,43 +19,39 @@ def _store(call: CallContext) -> MailStore:
 
 def amq_send(to_agent: str, body: str, subject: str = "", kind: str = "message", priority: str = "normal",
              reply_to: str = "", thread: str = "", call: CallContext = None) -> dict:
-    """Send a message from you to other agents (durable once "delivered"). to_agent: a name, several
-    ("kite,wren") or "all"; amq_agents lists them. body: Markdown. kind: message, question, answer,
-    review_request, review_response, observation, decision or status. priority: urgent, normal or low.
-    reply_to: id of the message this answers (joins its thread); thread: a thread to continue.
-    Returns {status, id, thread?}."""
+    """Send a message from you (durable once "delivered"). to_agent: a name, "kite,wren" or "all". body:
+    Markdown. kind: message, question, answer, review_request, review_response, observation, decision or
+    status. priority: urgent, normal or low. reply_to: the message id this answers; thread: one to continue."""
     return _store(call).send(call.agent, to_agent, body, subject, kind, priority, reply_to or None, thread or None)
 
 
 def amq_check(agent: str = "", kind: str = "", priority: str = "", from_agent: str = "",
               call: CallContext = None) -> dict:
-    """Your unread messages' headers (id, from, subject, kind, priority), urgent then oldest first; nothing is
-    marked read. Filters: kind, priority, from_agent (sender). agent: "" (yours)."""
+    """Headers of your unread messages, urgent first; marks nothing read. Filters: kind, priority, from_agent
+    (sender). agent: "" (yours)."""
     return _store(call).check(call.agent, agent, kind, priority, from_agent)
 
 
 def amq_read(msg_id: str, agent: str = "", call: CallContext = None) -> dict:
-    """Read one message whole (Markdown body) and mark it read. msg_id: from amq_check. agent: "" (yours)."""
+    """Read a message whole (Markdown body) and mark it read. msg_id: from amq_check."""
     return _store(call).read(call.agent, agent, msg_id)
 
 
 def amq_history(agent: str = "", limit: int = 10, kind: str = "", priority: str = "", from_agent: str = "",
                 thread: str = "", call: CallContext = None) -> dict:
-    """Your recent messages, read and unread, newest first (headers). limit: up to 1000. Filters: kind, priority,
-    from_agent (sender), thread."""
+    """Your recent messages, read and unread, newest first (headers). limit: max 1000."""
     return _store(call).history(call.agent, agent, limit, kind, priority, from_agent, thread)
 
 
 def amq_timeline(limit: int = 20, kind: str = "", priority: str = "", from_agent: str = "",
                  call: CallContext = None) -> dict:
-    """Recent messages to or from you (and inboxes you were granted), newest first, with to and read status.
-    limit: up to 50."""
+    """Recent messages to or from you (and inboxes you were granted), newest first. limit: max 50."""
     return _store(call).timeline(call.agent, limit, kind, priority, from_agent)
 
 
 def amq_reply(msg_id: str, body: str, subject: str = "", kind: str = "answer", priority: str = "normal",
               call: CallContext = None) -> dict:
-    """Answer a message: to its sender, in its thread, subject "Re: ..." unless given. Does not mark it read."""
+    """Answer a message: to its sender, same thread, "Re:" subject unless given."""
     store = _store(call)
     original = store.read_header(call.agent, msg_id)
     subject = subject or (original.subject if original.subject.lower().startswith("re:") else
@@ -65,7 +61,7 @@ def amq_reply(msg_id: str, body: str, subject: str = "", kind: str = "answer", p
 
 
 def amq_thread(thread_id: str, call: CallContext = None) -> dict:
-    """A thread's messages you can see, oldest first, with bodies. thread_id: a message's thread or id."""
+    """A thread's messages, oldest first, with bodies. thread_id: a message's thread or id."""
     return _store(call).thread(call.agent, thread_id)
 
 

@@ -21,16 +21,11 @@ SUBMODULES_OFF = {"status": ["--ignore-submodules=all"], "diff": ["--ignore-subm
 
 
 def git_op(operation: str, repo_path: str, args: str = "", clone_url: str = "", call: CallContext = None) -> dict:
-    """Run one git operation on a repository in the workspace.
-
-    operation: status, log, diff, show, blame, rev-parse, add, restore, commit, branch, checkout, switch, merge,
-    tag, remote, init, clone, fetch, pull, push. `args` are that operation's extra arguments as one string
-    ("-n 5 --oneline", "-m 'Fix parser'", "-- src/app.py"); only the options each operation allows are
-    accepted, and a refusal lists them. Put paths after `--`. Commits are authored by you (the calling agent).
-    clone: `clone_url` is the source and `repo_path` the new folder; clone/fetch/pull/push reach only remotes
-    the operator allowed. Returns stdout, stderr and returncode; a failing git command is an error with git's
-    message. git runs in an OS sandbox where the machine allows it: it sees the workspace and nothing of
-    persmem's data, with a network only for clone, fetch, pull and push."""
+    """Run one git operation on a workspace repository. operation: status, log, diff, show, blame, rev-parse,
+    add, restore, commit, branch, checkout, switch, merge, tag, remote, init, clone, fetch, pull, push. args:
+    its extra arguments as one string ("-n 5 --oneline", "-m 'Fix parser'", "-- src/app.py"; paths after --);
+    a refused option lists the allowed ones. Commits are authored by you. clone: clone_url is the source,
+    repo_path the new folder; only remotes the operator allowed. Returns stdout, stderr, returncode."""
     git = service(call.host)
     cfg = git.config
     if operation not in OPS:

@@ -18,6 +18,8 @@ from .web import SESSION_ID_RE
 REPLY_CHARS = 16_000  # a whole reply, as the caller reads it
 READ_TURN_CHARS = 2_000  # one turn in session_read
 SEARCH_TURN_CHARS = 600  # one hit in session_search
+NOTHING_RELEVANT = ("No turn of your sessions is about this: none shares a word with the query or comes near it in "
+                    "meaning. Try other words, or drop project/session_id; session_list shows what is archived.")
 MAX_LIST = 100
 MAX_READ = 200
 
@@ -35,8 +37,7 @@ def _check_session_id(session_id: str) -> str:
 
 
 def session_list(project: str = "", limit: int = 20, call: CallContext = None) -> dict:
-    """Your archived Claude Code / Codex sessions, latest first (session_id, client, project, title, turns,
-    times). project: only that project's ("" all). limit: 1-100."""
+    """Your archived Claude Code / Codex sessions, latest first. project: "" for all. limit: 1-100."""
     if not 1 <= limit <= MAX_LIST:
         raise UserError(f"limit must be from 1 to {MAX_LIST}, got {limit}.")
     metas = service(call.host).sessions_of(call.agent, (project or "").strip())
@@ -52,8 +53,8 @@ def session_list(project: str = "", limit: int = 20, call: CallContext = None) -
 
 
 def session_read(session_id: str, offset: int = 0, limit: int = 50, call: CallContext = None) -> dict:
-    """Read one of your sessions turn by turn: prompts, answers, tool calls and results (long turns cut, secrets
-    redacted). offset: first turn; limit: 1-200 turns; next_offset continues (null at the end)."""
+    """Read one of your sessions turn by turn (long turns cut, secrets redacted). limit: 1-200 turns;
+    next_offset continues."""
     session_id = _check_session_id(session_id)
     if offset < 0:
         raise UserError(f"offset must be 0 or more, got {offset}.")
@@ -76,10 +77,9 @@ def session_read(session_id: str, offset: int = 0, limit: int = 50, call: CallCo
 
 def session_search(query: str, project: str = "", session_id: str = "", top_k: int = 5,
                    call: CallContext = None) -> dict:
-    """Search what was said in your past Claude Code / Codex sessions, by meaning and keywords. project,
-    session_id: narrow it ("" any). top_k: 1-20. Results: session_id, index, role, time, score, text;
-    session_read(session_id, offset=index-5) shows the context. Sessions from the last seconds may not be
-    indexed yet ("indexing" counts them)."""
+    """Search your past Claude Code / Codex sessions by meaning and words. project, session_id narrow it.
+    top_k: 1-20. session_read(session_id, offset=index-5) shows a hit's context. The last seconds' turns may not
+    be indexed yet."""
     query = (query or "").strip()
     if not query:
         raise UserError("query is empty: say in words what you are looking for.")
@@ -97,6 +97,8 @@ def session_search(query: str, project: str = "", session_id: str = "", top_k: i
                 "score": round(float(h.get("score", 0.0)), 4), "text": cut(str(h.get("text", "")), SEARCH_TURN_CHARS)}
                for h in hits if sessions.owns(call.agent, h.get("client"), h.get("session_id"))][:top_k]
     reply = {"results": results}
+    if not results:
+        reply["note"] = NOTHING_RELEVANT
     while len(results) > 1 and _size(reply) > REPLY_CHARS:
         results.pop()
     pending = sessions.pending()

@@ -19,16 +19,10 @@ from .service import service
 
 
 def shell_exec(command: str, workdir: str = "", timeout: float = 30, call: CallContext = None) -> dict:
-    """Run one allowlisted command in the workspace, without a shell.
-
-    `command` is split like a shell would split words ("grep -rn 'TODO' src"), but pipes, `;`, `$(...)`,
-    redirections and globs are NOT interpreted: they reach the program as plain text. Only programs in the
-    allowlist run, and options that could run other programs or leave the workspace are refused with the rule
-    that refused them. `workdir` is a folder inside the workspace ("" = the workspace root).
-    `timeout` is in seconds (the operator sets the maximum). Where the machine allows it, the command runs in
-    an OS sandbox as an unprivileged user: it sees only the workspace, read-only system folders and its own
-    empty /tmp, has no network, and is stopped at its memory, process and disk limits (`note` says which).
-    Returns stdout, stderr, returncode and whether it was sandboxed."""
+    """Run one allowlisted command in the workspace, without a shell: `command` is split into words like a shell
+    would, but pipes, `;`, `$(...)`, redirections and globs are passed as plain text. Refused options name the
+    rule. workdir: a folder in the workspace ("" = its root). timeout: seconds. Where possible it runs sandboxed
+    (workspace only, no network, limits; `note` says which was hit). Returns stdout, stderr, returncode."""
     shell = service(call.host)
     config, sandbox = shell.config, shell.sandbox
     if not isinstance(command, str) or not command.strip():

@@ -13,8 +13,8 @@ CHAIN_SHOWN = 21  # steps of a supersession chain memory_get shows: the memory a
 
 def memory_get(memory_id: str, collection: str = "memories", include_history: bool = False,
                call: CallContext = None) -> dict:
-    """Read a memory whole by id, with its links and state (superseded_by, supersedes, chain, consolidated_into,
-    confidence, expired, review_due...). include_history: also its past versions and link and feedback history."""
+    """Read a memory whole, with its links and state (superseded_by, chain, confidence, expired...).
+    include_history: also past versions, link and feedback history."""
     agent_memory = caller_memory(call)
     # Just stored: a link its embedding may make is part of the answer.
     memory = agent_memory.get(collection, memory_id, wait_embedded=True)
@@ -50,9 +50,8 @@ def _lifecycle_fields(state: dict, memory_id: str) -> dict:
 def memory_update(memory_id: str, content: str = "", tags: Tags | None = None, memory_type: str = "",
                   project: str = "", collection: str = "memories", valid_until: str = "", review_after: str = "",
                   call: CallContext = None) -> dict:
-    """Change a memory in place (the old version is kept). Pass only what changes; tags="" clears them;
-    valid_until / review_after: ISO date or "none". Your own memories (others' if granted). A fact that changed
-    is better stored anew: memory_store(supersedes=<id>)."""
+    """Change a memory in place (old version kept). Pass only what changes; tags="" clears them; dates: ISO or
+    "none" to clear. A changed fact is better stored anew with memory_store(supersedes=<id>)."""
     until, review = parse_date(valid_until, "valid_until", clearable=True), parse_date(
         review_after, "review_after", clearable=True)
     if not content and tags is None and not memory_type and not project and until is None and review is None:
@@ -72,16 +71,15 @@ def memory_update(memory_id: str, content: str = "", tags: Tags | None = None, m
 
 
 def memory_delete(memory_id: str, collection: str = "memories", call: CallContext = None) -> dict:
-    """Delete one memory by id (gone from searches; the deletion is logged). Your own memories; others' only if
-    the operator granted it."""
+    """Delete a memory (logged). Your own, or others' if the operator granted it."""
     memory = caller_memory(call).delete(collection, memory_id)
     return {"status": "deleted", "id": memory.id}
 
 
 def memory_validate(memory_id: str, helpful: bool, note: str = "", collection: str = "memories",
                     call: CallContext = None) -> dict:
-    """After using a memory, say if it helped (helpful=true) or was wrong or outdated (false); your latest
-    verdict nudges its confidence and rank a little. note: why (up to 500 chars)."""
+    """After using a memory, say if it helped (true) or was wrong or outdated (false): nudges its confidence
+    and rank. note: why (max 500 chars)."""
     if not isinstance(helpful, bool):
         raise UserError(f"helpful must be true or false, got {shown(helpful)}.")
     if not isinstance(note, str):

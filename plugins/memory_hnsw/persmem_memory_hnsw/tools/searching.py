@@ -36,11 +36,10 @@ def memory_search(
     call: CallContext = None,
 ) -> dict:
     """Search memories by meaning and words, best first; only the query's first 1000 characters are used.
-    top_k: 1-20; weak hits and those past a ~10k-char reply are left out (`note`). Filters: project,
-    memory_type, author (exact), tags ("a,b" or a list, any), since / until (ISO). recency_weight 0-1 favours
-    recent ones. mode: hybrid, dense or lexical. include_sessions: also your past sessions' turns. Superseded
-    memories rank lower, marked superseded_by; expired ones only with include_expired; nothing is ever deleted.
-    A long memory shows its best passage (truncated; memory_get gives it whole)."""
+    top_k: 1-20 (weak hits dropped). Filters: project, memory_type, author, tags ("a,b" or a list; any),
+    since / until (ISO). recency_weight 0-1. mode: hybrid, dense or lexical. include_sessions: also your past
+    sessions' turns. Superseded memories rank lower, marked superseded_by; expired ones only with
+    include_expired; nothing is ever deleted. Long memories show their best passage (memory_get: whole)."""
     _check_search(query, top_k, mode, recency_weight)
     asked = parse_filters(project=project, memory_type=memory_type, author=author, tags=tags, since=since,
                           until=until)

@@ -30,10 +30,9 @@ def memory_store(
     call: CallContext = None,
 ) -> dict:
     """Store a memory (fact, decision, handoff, bug...) for later sessions. memory_type: session_note, decision,
-    handoff, bug, pattern, preference... tags: "a,b" or a list. memory_id: optional id of yours. dedup: an
-    identical or near-identical memory of yours is returned instead (status "duplicate"). supersedes: ids this
-    replaces: they rank lower, marked superseded_by; a restatement may be linked automatically (memory_unlink
-    undoes it). valid_until: ISO date, then hidden; review_after: then marked review_due."""
+    handoff, bug, pattern, preference... tags: "a,b" or a list. dedup: returns your identical or near-identical
+    memory instead. supersedes: ids this replaces (ranked lower, marked superseded_by; memory_unlink undoes a
+    link). valid_until: ISO date, then hidden; review_after: then marked review_due."""
     memory = caller_memory(call)
     if memory_id:
         check_id_allowed(memory, collection, "memory_id")
@@ -79,10 +78,10 @@ def memory_bulk_store(
     call: CallContext = None,
 ) -> dict:
     """Store up to 1000 chunks in one write: a JSON array (or list) of {content, tags?, type?, project?, id?,
-    created? (ISO time it was said)}. One call is one conversation or document, in order: each chunk is
-    keyword-indexed with context_chars of its neighbours, a reply with its question; import each chat session in
-    its own call. context_chars=0 (unrelated notes) turns both off. dedup: a chunk repeating an earlier one of
-    this call word for word (a repeated chat line) gets the first's id; nothing else is deduplicated."""
+    created? (ISO time said)}. One call is one conversation or document, in order (one call per chat
+    session): each chunk is keyword-indexed with context_chars of its neighbours and a reply with its question;
+    context_chars=0 (unrelated notes) turns both off. dedup: a chunk repeating an earlier one of this call word
+    for word gets the first's id."""
     chunks = _chunk_list(chunks)
     if not 0 <= context_chars <= CONTEXT_CHARS_PER_SIDE:
         raise UserError(f"context_chars must be 0-{CONTEXT_CHARS_PER_SIDE}, got {context_chars}.")
