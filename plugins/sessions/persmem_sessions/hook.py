@@ -13,6 +13,7 @@ file.
 
     python3 -I -S hook.py --client claude|codex [--agent NAME] [--home PATH] [--url URL [--token-file PATH]]
     python3 hook.py install --url URL --agent NAME [--target claude|codex|all] [--token-file PATH]
+    python3 hook.py uninstall [--target claude|codex|all]
 
 The client writes the event as JSON on stdin (session_id, transcript_path, cwd, hook_event_name, and per event
 source / prompt / trigger / reason). By `hook_event_name`:
@@ -68,7 +69,8 @@ TOKEN_ENV = "PERSMEM_TOKEN"
 SOCKET_NAME = "persmem.sock"  # as in persmem_core.paths
 MAX_SOCKET_PATH = 100
 USAGE = ("usage: hook.py --client claude|codex [--agent NAME] [--home PATH] [--url URL [--token-file PATH]]\n"
-         "       hook.py install --url URL --agent NAME [--target claude|codex|all] [--token-file PATH]")
+         "       hook.py install --url URL --agent NAME [--target claude|codex|all] [--token-file PATH]\n"
+         "       hook.py uninstall [--target claude|codex|all]")
 
 
 class HookFailed(Exception):
@@ -972,10 +974,34 @@ def install_main(argv) -> int:
     return 0
 
 
+def uninstall_main(argv) -> int:
+    """`python3 hook.py uninstall [--target ...]`: our handlers out of the clients' settings (each file backed up
+    first; everything else kept). With persmem installed, `persmem hooks uninstall` also restores from backups."""
+    try:
+        target = parse_options(argv, {"--target": None}).get("target", "all")
+        chosen = list(targets().values()) if target == "all" else [targets()[target]]
+        lines = []
+        for t in chosen:
+            raw, data = read_json(t.hooks_file)
+            new, events = without_ours(data)
+            if events:
+                lines += [_changed(t.hooks_file, raw, json_text(new), write_file),
+                          f"  removed the persmem hooks from {', '.join(events)}"]
+            else:
+                lines.append(f"{t.hooks_file}: no persmem hooks, nothing to change")
+    except (UsageError, SettingsError, KeyError, OSError) as exc:
+        sys.stderr.write(f"persmem hook uninstall: {exc}\n")
+        return 2
+    print("\n".join(lines + ["the token files in ~/.config/persmem/ (hook-token-*) are yours to delete"]))
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["install"]:
         return install_main(argv[1:])
+    if argv[:1] == ["uninstall"]:
+        return uninstall_main(argv[1:])
     return hook_main(argv)
 
 

@@ -108,6 +108,11 @@ def test_a_machine_without_persmem_fetches_the_client_and_installs_it_in_one_lin
                            env=env | {"PERSMEM_TOKEN": token}, capture_output=True, text=True, timeout=30)
     assert again.returncode == 0 and again.stdout.count("nothing to change") == 2 and "Codex asks" not in again.stdout
 
+    removed = subprocess.run([SYSTEM_PYTHON, str(client_file), "uninstall"], env=env, capture_output=True, text=True,
+                             timeout=30)
+    assert removed.returncode == 0 and removed.stdout.count("removed the persmem hooks") == 2, removed.stderr
+    assert "hooks" not in json.loads((Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json").read_text())
+
 
 def test_persmem_hooks_install_url_keeps_the_token_in_a_private_file_and_reaches_the_server(server, tmp_path):
     env = laptop(tmp_path) | {"PATH": os.environ["PATH"], **plugin_env()}
