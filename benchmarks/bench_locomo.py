@@ -30,7 +30,7 @@ from pathlib import Path
 
 import anyio
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo10.json"
+from bench_data import LOCOMO as DATA  # noqa: E402 - ../shared/data, or PERSMEM_LOCOMO
 
 
 def sessions_of(conv: dict) -> list[tuple[int, list[dict]]]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import anyio
 
-LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo10.json"
+from bench_data import LOCOMO  # noqa: E402 - ../shared/data, or PERSMEM_LOCOMO
 N_PROJECTS = 10
 
 

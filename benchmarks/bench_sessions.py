@@ -36,7 +36,7 @@ from pathlib import Path
 import anyio
 import httpx2
 
-LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo10.json"
+from bench_data import LOCOMO  # noqa: E402 - ../shared/data, or PERSMEM_LOCOMO
 PROJECTS = ["billing", "infra", "heron", "atlas", "search", "mobile", "ledger", "docs", "auth", "etl"]
 AGENT = "bench"
 HOOK_P95_TARGET_RATIO = 1.5  # the hook process against a bare `python -c pass`, p95
