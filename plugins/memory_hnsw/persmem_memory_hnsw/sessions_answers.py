@@ -189,9 +189,19 @@ def session_hits(memory: AgentMemory, query: str, *, top_k: int, filters: Filter
 def search_turns(memories: MemoryService, agent: str, query: str, project: str, session_id: str,
                  top_k: int) -> list[dict]:
     filters = Filters(project=project or None, tags=[f"session:{session_id}"] if session_id else [])
-    hits = above_floor(session_hits(memories.as_agent(agent), query, top_k=top_k, filters=filters),
-                       memories.config.search_min_relative_score)
+    hits = relevant_turns(session_hits(memories.as_agent(agent), query, top_k=top_k, filters=filters),
+                          memories.config)
     return [{**as_turn(hit.memory), "score": round(hit.score, 3)} for hit in hits]
+
+
+def relevant_turns(hits: list[Hit], config) -> list[Hit]:
+    """memory_search's floor (above_floor, [memory] search_min_relative_score) over the turns, after the bar that
+    says whether anything is relevant at all: the floor is relative to the best hit, so a query no turn is about
+    (a word said nowhere) would keep its best unrelated turns. Unless one hit shares a word with the query (BM25)
+    or comes near it in meaning (cosine >= [memory] recall_min_similarity, the prompt hook's bar), none is."""
+    if not any((h.lexical or 0) > 0 or (h.dense or 0) >= config.recall_min_similarity for h in hits):
+        return []
+    return above_floor(hits, config.search_min_relative_score)
 
 
 # -- recall: memories relevant to a prompt ------------------------------------------------------------------

@@ -91,6 +91,13 @@ class TestRepliesSizedForAnAI:
         assert hits and all(h["session_id"] == LONG_SESSION and len(h["text"]) < 700 for h in hits)
         assert all(isinstance(h["index"], int) for h in hits)
 
+    def test_a_word_said_nowhere_finds_nothing_and_says_so(self, server):
+        # the relative floor alone kept the best unrelated turns (~0.36): a query no turn is about finds none
+        reply = server.call_tool("session_search", {"query": "xylophonist"}, agent="kite")
+        assert reply["results"] == [] and "No turn of your sessions is about this" in reply["note"]
+        found = server.call_tool("session_search", {"query": "cormorant"}, agent="kite")
+        assert found["results"] and "note" not in found
+
 
 class TestArgumentsAnsweredClearly:
     def test_bad_arguments_get_clear_errors_and_the_server_stays_up(self, server):
