@@ -80,8 +80,8 @@ _IMPORT_WHILE_RUNNING = ("or, without stopping it, send the memories over MCP wi
 
 @click.group()
 def memory() -> None:
-    """Memory store maintenance: stats, reindex, consolidate, export/import JSONL, import a persMEM ChromaDB
-    store."""
+    """Memory store: search, and maintenance: stats, reindex, consolidate, export/import JSONL, import a persMEM
+    ChromaDB store."""
 
 
 @memory.command()
@@ -269,6 +269,32 @@ def consolidate(dry_run: bool, collection: str | None, project: str | None, as_j
             click.echo(report.summary())
     finally:
         service.stop()
+
+
+@memory.command()
+@click.argument("query")
+@click.option("--limit", default=5, show_default=True, type=click.IntRange(1, 50), help="Most results.")
+@click.option("--project", default="", help="Only this project's memories.")
+@click.option("--collection", default="memories", show_default=True, help="The collection searched.")
+@click.option("--agent", envvar="PERSMEM_AGENT", default=None,
+              help="Search as this agent sees the store (default: [server] default_agent). Env PERSMEM_AGENT.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON list.")
+def search(query: str, limit: int, project: str, collection: str, agent: str | None, as_json: bool) -> None:
+    """Search memories by meaning and keywords, as memory_search does: through the running server, or holding
+    the home for the search when none runs. A hit a line: id, score, project/type, the start of its text."""
+    from persmem_core.sdk import get_host, served_agent
+
+    from .cli_search import lines, search as run
+
+    host = get_host()
+    if agent is not None:
+        served_agent(host, agent)  # an unknown or revoked agent is refused before the store is opened
+    reply = run(host, {"query": query, "top_k": limit, "project": project, "collection": collection}, agent)
+    if as_json:
+        click.echo(json.dumps(reply.get("results", []), ensure_ascii=False))
+        return
+    for line in lines(reply):
+        click.echo(line)
 
 
 @memory.command("import-chroma")
