@@ -52,10 +52,14 @@ class ImportReport:
     lines: int = 0  # lines archived by this run
     redactions: int = 0  # secrets redacted from those lines
     empty: int = 0  # transcripts with no complete line yet
+    elsewhere: int = 0  # sessions already archived for another agent: left alone (import_owner.py)
     skipped: list[str] = field(default_factory=list)  # one line per file not imported: path and why
 
     def summary(self) -> str:
-        skipped = f"{len(self.skipped)} file(s) skipped" + (f", {self.empty} empty" if self.empty else "")
+        skipped = f"{len(self.skipped) - self.elsewhere} file(s) skipped"
+        skipped += f", {self.empty} empty" if self.empty else ""
+        if self.elsewhere:
+            skipped += f", {self.elsewhere} session(s) already archived for another agent left alone"
         if not self.lines:
             return (f"Nothing new: all {self.sessions} session(s) were already archived (0 lines archived; "
                     f"{skipped}).")
@@ -214,20 +218,25 @@ class ImportStopped(Exception):
 
 
 class CaptureClient:
-    """The capture protocol over the owner's local socket, as `agent` (None: the server's default agent)."""
+    """The capture protocol over the owner's local socket, as `agent` (None: the server's default agent; a dict:
+    the agent of each client's sessions)."""
 
-    def __init__(self, socket: Path, agent: str | None):
+    def __init__(self, socket: Path, agent: str | dict[str, str] | None):
         import httpx2
 
-        headers = {"X-Persmem-Agent": agent} if agent else {}
+        self.agents = agent if isinstance(agent, dict) else {client: agent for client in hook.CLIENTS}
         self.http = httpx2.Client(transport=httpx2.HTTPTransport(uds=str(socket)), base_url="http://persmem.local",
-                                  headers=headers, timeout=CAPTURE_TIMEOUT)
+                                  timeout=CAPTURE_TIMEOUT)
+
+    def _as(self, client: str) -> dict[str, str]:
+        agent = self.agents.get(client)
+        return {"X-Persmem-Agent": agent} if agent else {}
 
     def close(self) -> None:
         self.http.close()
 
     def archived_lines(self, client: str, session_id: str) -> int:
-        response = self.http.get(f"/sessions/capture/{client}/{session_id}")
+        response = self.http.get(f"/sessions/capture/{client}/{session_id}", headers=self._as(client))
         return int(self._json(response)["lines"])
 
     def send(self, transcript: Transcript, report: ImportReport) -> None:
@@ -240,7 +249,7 @@ class CaptureClient:
             body = {"client": transcript.client, "session_id": transcript.session_id, "cwd": transcript.cwd,
                     "repo": hook.repo_of({"cwd": transcript.cwd}), "first_line": done, "lines": batch,
                     "event": "import"}
-            response = self.http.post("/sessions/capture", json=body)
+            response = self.http.post("/sessions/capture", json=body, headers=self._as(transcript.client))
             if response.status_code == 409:
                 done = int(self._json(response, ok=(409,))["lines"])
                 continue
@@ -274,16 +283,25 @@ class CaptureClient:
         return data
 
 
-def import_all(capture: CaptureClient, files: list[tuple[str, Path]], progress=None) -> ImportReport:
-    """Send every transcript; bad files are skipped with one line each. `progress(n)` after each file."""
+def import_all(capture: CaptureClient, files: list[tuple[str, Path]], progress=None,
+               owners: dict[tuple[str, str], str] | None = None) -> ImportReport:
+    """Send every transcript; bad files are skipped with one line each, and sessions `owners` (client, session id
+    -> agent) files under another agent than the import's (the same session, captured by its hooks) with one line
+    each. `progress(n)` after each file."""
     import httpx2
 
     report = ImportReport()
     for client, path in files:
         try:
             transcript = read_transcript(client, path)
+            owner = (owners or {}).get((client, transcript.session_id))
             if not transcript.lines:
                 report.empty += 1
+            elif owner is not None and owner != capture.agents.get(client):
+                report.elsewhere += 1
+                report.skipped.append(f"skipped {path}: session {transcript.session_id} is already archived for "
+                                      f"agent {owner} (captured by its hooks or imported as it); not archived again "
+                                      f"as {capture.agents.get(client)}")
             else:
                 capture.send(transcript, report)
         except SkippedFile as exc:
@@ -309,14 +327,25 @@ def run_import(host, claude: list[Path], codex: list[Path], agent: str | None) -
     from persmem_core.sdk import socket_path
     from persmem_core.sdk import holding_home, owner_card
 
+    from .import_owner import archived_owners, import_agents
+    from .service import DATA_FOLDER
+
     files = find_transcripts(claude, codex)
+    clients = {client for client, _ in files}
+    if agent is None:
+        agents, why = import_agents(host, clients)
+        for line in why:
+            click.echo(line, err=True)
+    else:
+        agents = {client: agent for client in clients}
+    owners = archived_owners(host.home / DATA_FOLDER, host.sealer)
     if owner_card(host) is not None:
-        return _import_through(socket_path(host.home), files, agent)
+        return _import_through(socket_path(host.home), files, agents, owners)
     with holding_home(host, OwnerCard(role="sessions import")) as open_socket:
         host.startup()
         try:
             open_socket()
-            report = _import_through(socket_path(host.home), files, agent)
+            report = _import_through(socket_path(host.home), files, agents, owners)
             if report.lines:
                 _wait_for_indexing(host)
             return report
@@ -324,18 +353,19 @@ def run_import(host, claude: list[Path], codex: list[Path], agent: str | None) -
             host.shutdown()
 
 
-def _import_through(socket: Path, files: list[tuple[str, Path]], agent: str | None) -> ImportReport:
+def _import_through(socket: Path, files: list[tuple[str, Path]], agents: dict[str, str],
+                    owners: dict[tuple[str, str], str]) -> ImportReport:
     import click
 
     # a command's output, not a server's log: a line per request (httpx) or per start would drown the summary
     # (set here: starting the MCP server configures logging again)
     logging.getLogger().setLevel(max(logging.WARNING, logging.getLogger().level))
 
-    capture = CaptureClient(socket, agent)
+    capture = CaptureClient(socket, agents)
     try:
         with click.progressbar(length=len(files), label=f"Importing {len(files)} transcript(s)", file=_stderr(),
                                show_pos=True) as bar:
-            return import_all(capture, files, bar.update)
+            return import_all(capture, files, bar.update, owners)
     finally:
         capture.close()
 

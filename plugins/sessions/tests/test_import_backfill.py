@@ -300,3 +300,49 @@ def test_without_a_server_the_import_holds_the_home_and_indexes_for_search(tmp_p
         assert "heron-thumbs" in json.dumps(hits)
     finally:
         server.stop()
+
+
+# -- whose sessions: the agent the hooks speak for, and never one session twice -------------------------------------
+
+def test_without_agent_the_import_files_sessions_as_the_hooks_agent_and_never_twice(server, tmp_path):
+    me = tmp_path / "me"
+    env = server.env | {"HOME": str(me), "CLAUDE_CONFIG_DIR": str(me / ".claude"), "CODEX_HOME": str(me / ".codex")}
+    (me / ".claude").mkdir(parents=True)
+    installed = subprocess.run([str(PERSMEM), "hooks", "install", "--target", "claude", "--agent", "kite"], env=env,
+                               capture_output=True, text=True, timeout=120)
+    assert installed.returncode == 0, installed.stderr
+    captured_path = claude_transcript(me / ".claude" / "projects", "/home/me/src/heron", "Where are thumbnails kept?",
+                                      "In the cold-storage bucket.")
+    lines = captured_path.read_text().splitlines()
+    headers = {"Authorization": f"Bearer {server.tokens['kite']}"}  # what kite's hooks captured of it
+    captured = httpx2.post(f"{server.base_url}/sessions/capture", headers=headers, timeout=30, json={
+        "client": "claude", "session_id": captured_path.stem, "cwd": "/home/me/src/heron", "first_line": 0,
+        "lines": lines, "event": "Stop"})
+    assert captured.status_code == 200, captured.text
+    claude_transcript(me / ".claude" / "projects", "/home/me/src/heron", "Resize the heron tiles", "Resized.")
+
+    done = run_import(env)  # no --agent: Claude Code's hooks say kite
+    assert done.returncode == 0, done.stderr
+    assert "Claude Code sessions are imported as kite (the agent its hooks speak for)." in done.stderr
+    assert "Imported 2 session(s) (1 with new lines)" in done.stdout
+    assert len(archived(server.home, "kite")) == 2 and not (server.home / "sessions" / "local").exists()
+    assert archived(server.home, "kite")[captured_path.stem]["lines"] == len(lines)
+
+    # the same session imported as someone else is the same session: skipped and said so, not archived again
+    again = run_import(env, "--agent", "wren", "--claude", str(captured_path))
+    assert again.returncode == 0, again.stderr
+    [line] = [line for line in again.stderr.splitlines() if str(captured_path) in line]
+    assert f"session {captured_path.stem} is already archived for agent kite" in line and "not archived again" in line
+    assert "1 session(s) already archived for another agent left alone" in again.stdout
+    assert not archived(server.home, "wren")
+
+
+def test_without_agent_or_hooks_the_import_asks_whose_sessions_they_are(server, tmp_path):
+    me = tmp_path / "me"
+    env = server.env | {"HOME": str(me), "CLAUDE_CONFIG_DIR": str(me / ".claude"), "CODEX_HOME": str(me / ".codex")}
+    claude_transcript(me / ".claude" / "projects", "/home/me/src/heron", "Where are thumbnails kept?", "In a bucket.")
+    done = run_import(env)  # kite and wren exist, default_agent 'local' is neither: nobody to guess
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "whose sessions are these?" in done.stderr and "--agent NAME" in done.stderr
+    assert "(kite, wren)" in done.stderr
+    assert not (server.home / "sessions" / "local").exists()
