@@ -3,7 +3,10 @@ by (project, author) group, with their memory vectors; and the id a cluster's le
 
 A candidate is a live memory at least `consolidate_min_age_days` old, not of a procedural type (identity,
 directive, preference, procedure: those are pinned as they are), not a consolidated memory itself, not
-superseded, not expired and not already a member of one. A memory's vector is the mean of its chunks' vectors
+superseded, not expired and not already a member of one. The idle-time job also leaves out conversation pieces
+(`conversations=False`): the turns of a conversation or document memory_bulk_store imported (stored with the
+text around them or the question before them) and turn-typed entries, whose `created` is when they were said (an
+imported 2023 chat is "mature" the moment it arrives); only an explicit consolidation gathers those. A memory's vector is the mean of its chunks' vectors
 (from the log: exact float32), normalised. The snapshot holds the collection's read lock; nothing after it does.
 """
 
@@ -16,6 +19,8 @@ import numpy as np
 
 from ..search.weighing import CONSOLIDATED_TYPE, PROCEDURAL_TYPES, expired
 from ..store.records import ID_RE
+
+TURN_TYPES = frozenset({"user", "assistant", "tool", "turn"})  # a conversation's turns, as sessions store them
 
 
 @dataclass
@@ -31,9 +36,10 @@ class Group:
     consolidated: list[tuple[str, list[str], np.ndarray]] = field(default_factory=list)  # (id, members, anchor)
 
 
-def snapshot(col, config, *, author, project, now) -> dict[tuple[str, str], Group]:
+def snapshot(col, config, *, author, project, now, conversations: bool = True) -> dict[tuple[str, str], Group]:
     """The candidates and the existing consolidated memories of `col` (only `author`'s and `project`'s when
-    given), by (project, author), oldest first; taken under the read lock."""
+    given), by (project, author), oldest first; taken under the read lock. `conversations=False` leaves out
+    conversation pieces (conversation_piece)."""
     min_created = now - config.consolidate_min_age_days * 86400.0
     skip_types = PROCEDURAL_TYPES | {CONSOLIDATED_TYPE}
     groups: dict[tuple[str, str], Group] = {}
@@ -54,11 +60,22 @@ def snapshot(col, config, *, author, project, now) -> dict[tuple[str, str], Grou
             if (head.type in skip_types or head.id in successor_of or head.id in consolidated_into
                     or head.created > min_created or expired(head.valid_until, now)):
                 continue
+            if not conversations and conversation_piece(col, head):
+                continue
             group = groups.setdefault((head.project, head.author), Group(head.project, head.author))
             group.ids.append(head.id)
             group.created.append(head.created)
             group.vectors.append(memory_vector(col, head.id))
     return groups
+
+
+def conversation_piece(col, head) -> bool:
+    """A turn of a conversation (or a piece of a document) rather than a note: turn-typed, or stored by
+    memory_bulk_store with the text around it or the question before it. Lock held."""
+    if head.type in TURN_TYPES:
+        return True
+    memory = col.memory_of(head.id)
+    return bool(memory.context or memory.reply_to)
 
 
 def memory_vector(col, memory_id: str) -> np.ndarray:

@@ -60,18 +60,19 @@ class ConsolidationReport:
 
 def consolidate(col, config, *, author: str | None = None, project: str | None = None, dry_run: bool,
                 now: float | None = None, stop: threading.Event | None = None,
-                graph: bool | None = None) -> ConsolidationReport:
+                graph: bool | None = None, conversations: bool = True) -> ConsolidationReport:
     """Consolidate the mature clusters of `col` (only `author`'s and `project`'s memories when given; None: all).
     With `dry_run`, report what would be written and write nothing. `stop` ends the run between clusters.
     `graph` forces how leaders find their neighbours (True: a graph of the group, False: a pass over every
-    candidate; None: whichever costs less, see clustering._graph_pays); for tests and measurements."""
+    candidate; None: whichever costs less, see clustering._graph_pays); for tests and measurements.
+    `conversations=False` (the idle-time job) leaves imported conversations' turns alone (candidates.py)."""
     started = time.monotonic()
     now = time.time() if now is None else now
     report = ConsolidationReport(collection=col.name, dry_run=dry_run)
     if is_private(config, col.name):
         raise UserError(f"collection {col.name!r} is private (its entries are one agent's session turns): it is "
                         "never consolidated. Consolidate a shared collection, such as 'memories'.")
-    groups = snapshot(col, config, author=author, project=project, now=now)
+    groups = snapshot(col, config, author=author, project=project, now=now, conversations=conversations)
     threshold = config.consolidate_min_similarity
     for key in sorted(groups):
         if stop is not None and stop.is_set():

@@ -1,6 +1,7 @@
 """The idle-time consolidation: the server consolidates every shared collection on its own, on a schedule, once
 no memory has been written for a while (`[memory] consolidate_every_hours`, `consolidate_idle_minutes`).
-The run itself is consolidation.consolidate.
+The run itself is consolidation.consolidate, without the turns of imported conversations (candidates.py): only an
+explicit consolidation (memory_consolidate, `persmem memory consolidate`) gathers those.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ class ConsolidationJob:
             if is_private(self.config, name):
                 continue
             try:
-                report = consolidate(col, self.config, dry_run=False, stop=self._stop)
+                # unasked, it leaves conversations' turns alone (imported ones look mature the day they arrive)
+                report = consolidate(col, self.config, dry_run=False, stop=self._stop, conversations=False)
             except Exception:  # noqa: BLE001 - an upkeep job: logged, retried at the next run
                 log.exception("consolidation of collection %s failed; the next run tries again", name)
                 continue
