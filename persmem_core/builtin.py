@@ -1,7 +1,7 @@
 """The core's own plugin, registered through the same entry point as any other.
 
-It contributes the [server], [plugins], [workspace], [encryption], [oauth] and [cluster] config sections, the
-`persmem_whoami` tool and the host-level doctor checks.
+It contributes the [server], [plugins], [tools], [workspace], [encryption], [oauth] and [cluster] config sections,
+the `persmem_whoami` tool (in the `memory` tool set) and the host-level doctor checks.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from persmem_core.errors import ConfigError, UserError
 from persmem_core.hookspecs import hookimpl
 from persmem_core.net.addresses import is_loopback
 from persmem_core.settings import (ClusterConfig, EncryptionConfig, OAuthConfig, PluginsConfig, ServerConfig,
-                                   WorkspaceConfig)
+                                   ToolsConfig, WorkspaceConfig)
 
 
 @hookimpl
 def register_config(register):
     register("server", ServerConfig)
     register("plugins", PluginsConfig)
+    register("tools", ToolsConfig)
     register("workspace", WorkspaceConfig)
     register("oauth", OAuthConfig)
     register("encryption", EncryptionConfig)
@@ -52,7 +53,7 @@ def persmem_whoami(call: CallContext) -> dict:
 
 @hookimpl
 def register_tools(register):
-    register(persmem_whoami)
+    register(persmem_whoami, tool_set="memory")
 
 
 @hookimpl

@@ -35,6 +35,7 @@ from persmem_core.plugins import (
 )
 from persmem_core.settings import PluginsConfig
 from persmem_core.state import PluginState
+from persmem_core.tool_sets import ALL_SETS, SET_NAME_RE
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 SECTION_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -48,6 +49,7 @@ class ToolSpec:
     fn: Callable[..., Any]
     description: str | None = None
     max_concurrent_per_agent: int | None = None  # calls of this tool one agent may have running at once
+    tool_set: str = ""  # the named set an agent is given it with (tool_sets.py); the plugin's name when not said
 
 
 @dataclass(frozen=True)
@@ -320,16 +322,20 @@ class _Collector:
         self.store[name] = (typ, plugin)
 
     def _tool(self, plugin: str, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
-              max_concurrent_per_agent: int | None = None):
+              max_concurrent_per_agent: int | None = None, tool_set: str | None = None):
         name = name or fn.__name__
         if not TOOL_NAME_RE.match(name):
             raise UserError(f"plugin {plugin!r}: invalid tool name {name!r}")
+        tool_set = tool_set or plugin
+        if not SET_NAME_RE.match(tool_set) or tool_set == ALL_SETS:
+            raise UserError(f"plugin {plugin!r}: tool {name!r}: invalid tool set name {tool_set!r} (a lowercase "
+                            f"word, not {ALL_SETS!r})")
         if name in self.store:
             raise PluginConflictError.between(f"tool {name!r}", self.store[name].plugin, plugin)
         if max_concurrent_per_agent is not None and max_concurrent_per_agent < 1:
             raise UserError(f"plugin {plugin!r}: tool {name!r}: max_concurrent_per_agent must be at least 1")
         self.store[name] = ToolSpec(plugin=plugin, name=name, fn=fn, description=description,
-                                    max_concurrent_per_agent=max_concurrent_per_agent)
+                                    max_concurrent_per_agent=max_concurrent_per_agent, tool_set=tool_set)
         return fn
 
     def _route(self, plugin: str, prefix: str, app: Any, auth: str = "agent", title: str = ""):

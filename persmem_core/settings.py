@@ -80,6 +80,17 @@ class PluginsConfig(ConfigSection):
     ] = []
 
 
+class ToolsConfig(ConfigSection):
+    """[tools]: which tool sets a connection lists (persmem_core/tool_sets.py)."""
+
+    default_sets: Annotated[
+        list[Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]],
+        Meta(description="Tool sets of an agent never given its own (`persmem agent tools NAME --set ...`): memory, "
+                         "sessions, mail, chorus, workspace, web, ... or all. Each listed tool costs tokens in every "
+                         "session; `persmem doctor` prints what each set costs."),
+    ] = msgspec.field(default_factory=lambda: ["memory", "sessions", "mail"])
+
+
 class WorkspaceConfig(ConfigSection):
     """[workspace]: the folders the workspace tools (shell, files, git) work in, set once for all of them."""
 

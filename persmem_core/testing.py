@@ -82,10 +82,13 @@ def assert_tools_answer_clearly(server: RunningServer, calls: list[tuple[str, di
     return results
 
 
+RUN_WIDE_ENV = ("PERSMEM_CACHE_DIR", "PERSMEM_DEFAULT_TOOL_SETS")  # set for the whole test run (pytest_configure)
+
+
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    """This process's environment without PERSMEM_* variables (but PERSMEM_CACHE_DIR, which the test run shares),
-    with PERSMEM_HOME=home."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_") or k == "PERSMEM_CACHE_DIR"}
+    """This process's environment without PERSMEM_* variables (but the run-wide ones: PERSMEM_CACHE_DIR, which
+    the test run shares, and PERSMEM_DEFAULT_TOOL_SETS=all), with PERSMEM_HOME=home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERSMEM_") or k in RUN_WIDE_ENV}
     return env | {"PERSMEM_HOME": str(home)} | extra
 
 
@@ -93,6 +96,9 @@ def pytest_configure(config):
     """Every server of the test run shares one PERSMEM_CACHE_DIR (made for the run, removed after it), so a
     prepared model is made once per run, not once per home (about 6 s of CPU each on a small box). A run started
     with PERSMEM_CACHE_DIR set keeps it."""
+    # The servers of the test run list every tool set: a test of one plugin's tools needs no `agent tools` step;
+    # the tests of the default sets (tests/test_tool_sets.py) leave this out of their environment.
+    os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")
     if not os.environ.get("PERSMEM_CACHE_DIR"):
         import tempfile
 

@@ -1,9 +1,10 @@
 """Named agents and their credentials.
 
 Each agent (kite, wren, ...) may hold a bearer token and/or a secret URL
-path. Only SHA-256 hashes are stored (the secrets are 256-bit random, so a
+path. The registry stores only SHA-256 hashes (the secrets are 256-bit random, so a
 plain hash is enough); the secret itself is shown once, by `persmem agent
-add`. The registry is `agents.json` in the persmem home, written atomically
+add`, and a token is also kept in a file only the user can read
+(token_files.py) so that `persmem connect` prints lines that work as pasted. The registry is `agents.json` in the persmem home, written atomically
 under a lock so the CLI can change it while the server runs; the server
 re-reads it when the file changes, so a revoke takes effect at once.
 """
@@ -26,6 +27,7 @@ import msgspec
 from persmem_core.invocation import persmem_line
 from persmem_core.errors import UserError
 from persmem_core.fileio import atomic_write_bytes
+from persmem_core.auth.token_files import forget_token, keep_token
 
 NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")  # \Z: "$" would let a name end in a line break
 TOKEN_PREFIX = "pm_"
@@ -36,6 +38,7 @@ class AgentRecord(msgspec.Struct, kw_only=True):
     token_sha256: str | None = None
     path_sha256: str | None = None
     revoked: str | None = None
+    tool_sets: list[str] | None = None  # the tool sets its connections list (tool_sets.py); None: [tools] default_sets
 
 
 class Registry(msgspec.Struct, kw_only=True):
@@ -174,7 +177,8 @@ class AgentStore:
             # a revoked name added again is a new agent: whatever trusted the old one (a dashboard login)
             # compares `created` and does not carry over
             live = existing is not None and existing.revoked is None
-            record = AgentRecord(created=existing.created if live else _now())
+            record = AgentRecord(created=existing.created if live else _now(),
+                                 tool_sets=existing.tool_sets if live else None)
             if token:
                 issued.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
                 record.token_sha256 = secret_sha256(issued.token)
@@ -184,7 +188,16 @@ class AgentStore:
             agents = dict(registry.agents)
             agents[name] = record
             self._save(Registry(agents=agents))
+            self._keep(issued)
         return issued
+
+    def _keep(self, issued: Issued) -> None:
+        """A token just issued also goes to the agent's private token file (token_files.py); an agent issued
+        none has no file."""
+        if issued.token:
+            keep_token(self.path.parent, issued.name, issued.token)
+        else:
+            forget_token(self.path.parent, issued.name)
 
     def renew(self, name: str, *, token: bool = False, secret_path: bool = False) -> Issued:
         """Give the live agent `name` a new token and/or secret path and return them, once. The credential
@@ -210,7 +223,23 @@ class AgentStore:
             agents = dict(registry.agents)
             agents[name] = msgspec.structs.replace(record, **changes)
             self._save(Registry(agents=agents))
+            if issued.token:
+                keep_token(self.path.parent, name, issued.token)
         return issued
+
+    def set_tool_sets(self, name: str, sets: list[str] | None) -> None:
+        """Give the live agent `name` these tool sets (None: back to [tools] default_sets)."""
+        check_name(name)
+        with self._locked() as registry:
+            record = registry.agents.get(name)
+            if record is None or record.revoked is not None:
+                raise UserError(
+                    f"no active agent named {name!r}: `{persmem_line('agent', 'add', name)}` creates it; "
+                    f"`{persmem_line('agent', 'list')}` shows the agents."
+                )
+            agents = dict(registry.agents)
+            agents[name] = msgspec.structs.replace(record, tool_sets=None if sets is None else list(sets))
+            self._save(Registry(agents=agents))
 
     def revoke(self, name: str) -> None:
         """Remove `name`'s credentials; the name stays listed as revoked."""
@@ -222,3 +251,4 @@ class AgentStore:
             agents = dict(registry.agents)
             agents[name] = AgentRecord(created=record.created, revoked=_now())
             self._save(Registry(agents=agents))
+            forget_token(self.path.parent, name)

@@ -39,6 +39,7 @@ from persmem_core import __version__
 from persmem_core.auth.scope import agent_of_scope, transport_of_scope
 from persmem_core.context import CallContext
 from persmem_core.errors import UserError
+from persmem_core.tool_sets import in_sets, outside_sets_message, sets_of
 
 if TYPE_CHECKING:
     from persmem_core.host import Host, ToolSpec
@@ -195,7 +196,31 @@ def build_tool(spec: ToolSpec, resolve_caller: CallerResolver, limits: CallLimit
     description = spec.description or inspect.cleandoc(fn.__doc__ or "") or name
     tool = PersmemTool.from_function(tool_wrapper, name=name, description=description, context_kwarg=_MCP_CONTEXT)
     tool.parameters["additionalProperties"] = False  # what PersmemTool.run enforces, said in the schema
+    tool.parameters = without_titles(tool.parameters)
     return tool
+
+
+SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")  # name -> schema: the names are data
+
+
+def without_titles(schema):
+    """`schema` without pydantic's generated titles ("Memory Id" for memory_id, "memory_getArguments"): they
+    repeat the names, and every connection pays for them in every session (about a fifth of the tokens)."""
+    if isinstance(schema, list):
+        return [without_titles(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: without_titles(sub) for name, sub in value.items()}
+        elif key in ("default", "const", "enum", "examples"):
+            out[key] = value  # values, not schemas
+        else:
+            out[key] = without_titles(value)
+    return out
 
 
 def call_tool(host: Host, name: str, arguments: dict[str, Any] | None = None, *, agent: str) -> Any:
@@ -210,6 +235,8 @@ def call_tool(host: Host, name: str, arguments: dict[str, Any] | None = None, *,
         raise UserError(f"no tool {name!r} is registered; the tools: {', '.join(sorted(specs))}.")
     if agent not in host.agents.names():
         raise UserError(f"no agent {agent!r} in this home; add it first: persmem agent add {agent}.")
+    if not in_sets(specs[name], sets_of(host, agent)):
+        raise UserError(outside_sets_message(specs[name], agent, sets_of(host, agent)))
     caller = CallContext(agent=agent, transport="in-process", host=host)
     tool = build_tool(specs[name], lambda _context: caller, CallLimits())
 
@@ -228,11 +255,39 @@ INSTRUCTIONS = (
 )
 
 
+def _agent_of(ctx) -> str | None:
+    request = getattr(ctx, "request", None)
+    return agent_of_scope(request.scope) if request is not None else None
+
+
 def build_mcp_server(host: Host):
     """The MCP server of every plugin's tools; the caller comes from each request (HTTP auth, or the agent a
-    stdio session forwards over the local socket)."""
+    stdio session forwards over the local socket). tools/list answers only the caller's tool sets, and a call to
+    a tool outside them is refused naming the command that adds its set (tool_sets.py)."""
     from mcp.server.mcpserver import MCPServer
+    from mcp_types import CallToolResult, ListToolsResult, TextContent
 
     resolver, limits = CallerResolver(host), CallLimits()
-    tools = [build_tool(spec, resolver, limits) for spec in host.collect_tools()]
-    return MCPServer("persmem", version=__version__, instructions=INSTRUCTIONS, tools=tools)
+    specs = {spec.name: spec for spec in host.collect_tools()}
+    tools = [build_tool(spec, resolver, limits) for spec in specs.values()]
+
+    class SetServer(MCPServer):
+        async def _handle_list_tools(self, ctx, params):
+            agent = _agent_of(ctx)
+            listed = await self.list_tools()
+            if not agent:
+                return ListToolsResult(tools=[])
+            sets = sets_of(host, agent)
+            return ListToolsResult(tools=[tool for tool in listed
+                                          if tool.name in specs and in_sets(specs[tool.name], sets)])
+
+        async def _handle_call_tool(self, ctx, params):
+            spec, agent = specs.get(params.name), _agent_of(ctx)
+            if spec is not None and agent:
+                sets = sets_of(host, agent)
+                if not in_sets(spec, sets):
+                    return CallToolResult(content=[TextContent(type="text", text=outside_sets_message(
+                        spec, agent, sets))], is_error=True)
+            return await super()._handle_call_tool(ctx, params)
+
+    return SetServer("persmem", version=__version__, instructions=INSTRUCTIONS, tools=tools)

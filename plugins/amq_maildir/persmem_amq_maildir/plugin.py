@@ -25,7 +25,7 @@ def register_tools(register):
     from .tools import ALL_TOOLS
 
     for tool in ALL_TOOLS:
-        register(tool)
+        register(tool, tool_set="mail")
 
 
 @hookimpl

@@ -17,7 +17,7 @@ def register_config(register):
 def register_tools(register, host):
     from .tools import git_op
 
-    register(git_op, max_concurrent_per_agent=host.section("git").max_concurrent_per_agent)
+    register(git_op, max_concurrent_per_agent=host.section("git").max_concurrent_per_agent, tool_set="workspace")
 
 
 @hookimpl

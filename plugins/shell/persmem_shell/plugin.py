@@ -19,7 +19,7 @@ def register_tools(register, host):
 
     limit = host.section("shell").max_concurrent_per_agent
     for tool in ALL_TOOLS:
-        register(tool, max_concurrent_per_agent=limit if tool is shell_exec else None)
+        register(tool, max_concurrent_per_agent=limit if tool is shell_exec else None, tool_set="workspace")
 
 
 @hookimpl

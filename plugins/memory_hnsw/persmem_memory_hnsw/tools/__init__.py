@@ -19,3 +19,6 @@ from .storing import memory_bulk_store, memory_store
 ALL_TOOLS = [memory_store, memory_bulk_store, memory_search, memory_get, memory_update, memory_delete,
              memory_validate, memory_unlink, memory_consolidate, memory_stats, memory_list_collections, chorus_init,
              bootstrap_update]
+# The Chorus extension's session start is a tool set of its own (opt-in): `persmem agent tools NAME --add chorus`.
+CHORUS_SET = "chorus"
+CHORUS_TOOLS = (chorus_init, bootstrap_update)
