@@ -45,7 +45,6 @@ happened and how to fix it (never a secret).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -53,6 +52,53 @@ import stat
 import struct
 import sys
 import time
+
+def _json_codec():
+    """(loads, dumps) over `_json`, the C half of the standard json package, when it has what json uses: `import
+    json` imports `re` (about 10 ms of every start, a third of the hook's own time). json itself otherwise."""
+    try:
+        import _json
+
+        class Options:  # what json.JSONDecoder hands its C scanner
+            strict, object_hook, object_pairs_hook = True, None, None
+            parse_float, parse_int = float, int
+            parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+        scan = _json.make_scanner(Options())
+
+        def no_default(value):
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+        encoders = {ascii_only: _json.make_encoder(None, no_default, escape, None, ": ", ", ", False, False, True)
+                    for ascii_only, escape in ((True, _json.encode_basestring_ascii),
+                                               (False, _json.encode_basestring))}
+
+        def loads(text):
+            if isinstance(text, (bytes, bytearray)):
+                text = bytes(text).decode("utf-8-sig", "surrogatepass")
+            start = len(text) - len(text.lstrip(" \t\n\r"))
+            try:
+                value, end = scan(text, start)
+            except StopIteration as exc:
+                raise ValueError(f"not JSON (at character {exc.value})") from None
+            if text[end:].strip(" \t\n\r"):
+                raise ValueError(f"not JSON: extra data at character {end}")
+            return value
+
+        def dumps(value, ensure_ascii=True):
+            return "".join(encoders[ensure_ascii](value, 0))
+
+        if loads(dumps({"a": [1, 2.5, None, True, "\u00e9\\"]}, False)) != {"a": [1, 2.5, None, True, "\u00e9\\"]}:
+            raise ImportError("_json differs")
+        return loads, dumps
+    except (ImportError, AttributeError, TypeError, ValueError):
+        import json
+
+        return json.loads, lambda value, ensure_ascii=True: json.dumps(value, ensure_ascii=ensure_ascii)
+
+
+loads, dumps = _json_codec()
+
 
 # Each event's whole wall time, process start excluded; the client's timeout (EVENTS below) leaves a margin for
 # the start on a loaded machine: 2 s at least, 1 s for SessionEnd (Codex caps its timeout at 3 s).
@@ -304,7 +350,7 @@ class Server:
         left = self.deadline - time.monotonic()
         if left <= 0.05:
             raise HookFailed("out of time")
-        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        data = None if body is None else dumps(body, False).encode()
         fresh = self.sock is None
         if fresh:
             self.sock = self._connect(left)
@@ -324,7 +370,7 @@ class Server:
             fix = {401: ": the token is wrong or revoked, install the hook again with the agent's token",
                    404: ": is the sessions plugin enabled on the server?"}.get(status, "")
             raise HookFailed(f"{method} {path.split('/')[2]}: HTTP {status}{fix}")
-        answer = json.loads(raw)
+        answer = loads(raw)
         if not isinstance(answer, dict):
             raise HookFailed(f"{method} {path.split('/')[2]}: the answer is not a JSON object")
         return status, answer
@@ -358,7 +404,7 @@ def context_output(event_name: str, context) -> str:
     if not isinstance(context, str) or not context.strip():
         return ""
     # ASCII only: the client's locale may not be UTF-8, and JSON's \\u escapes carry every character
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": context}})
+    return dumps({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": context}})
 
 
 def repo_of(event: dict) -> str:
@@ -421,7 +467,7 @@ def _cut_strings(value):
 
 def json_size(line: str) -> int:
     """Bytes `line` takes inside the POST's JSON (a JSON line's own quotes and backslashes get escaped)."""
-    return len(json.dumps(line, ensure_ascii=False).encode())
+    return len(dumps(line, False).encode())
 
 
 def fit_line(line: str) -> str:
@@ -431,18 +477,18 @@ def fit_line(line: str) -> str:
     if json_size(line) < BATCH_BYTES // 2:
         return line
     try:  # RecursionError: a line nested deeper than the parser (or _cut_strings) goes is left out below
-        value = _cut_strings(json.loads(line))
-        cut = json.dumps(value, ensure_ascii=False)
+        value = _cut_strings(loads(line))
+        cut = dumps(value, False)
         if not cut.isascii():
             try:
                 cut.encode()
             except UnicodeEncodeError:  # a lone surrogate (a string cut inside an emoji): keep it escaped
-                cut = json.dumps(value)
+                cut = dumps(value)
     except (ValueError, RecursionError):
         cut = ""
     if cut and json_size(cut) < BATCH_BYTES // 2:
         return cut
-    return json.dumps({"type": "persmem-omitted", "bytes": len(line.encode()),
+    return dumps({"type": "persmem-omitted", "bytes": len(line.encode()),
                        "note": "a transcript line too large to archive"})
 
 
@@ -507,7 +553,7 @@ def read_event(stdin) -> dict:
     raw = stdin.read(MAX_STDIN + 1)
     if len(raw) > MAX_STDIN:
         raise HookFailed("the event on stdin is too large")
-    event = json.loads(raw)
+    event = loads(raw)
     if not isinstance(event, dict):
         raise HookFailed("the event on stdin is not a JSON object")
     if not isinstance(event.get("session_id"), str) or not event["session_id"]:
@@ -566,7 +612,7 @@ def hook_main(argv) -> int:
         signal.setitimer(signal.ITIMER_REAL, 0)
         warning = f"persmem hook: sent nothing: {exc}"
         sys.stderr.write(warning + "\n")
-        sys.stdout.write(json.dumps({"systemMessage": warning}) + "\n")
+        sys.stdout.write(dumps({"systemMessage": warning}) + "\n")
         sys.stdout.flush()
         return 0
     except BaseException as exc:  # fail open: the client's session must not notice
@@ -678,6 +724,8 @@ def our_group(event: str, command: str) -> dict:
 def read_json(path) -> tuple:
     """The file's bytes (None when it does not exist) and its object; refuses anything we could not edit
     without losing the user's settings."""
+    import json
+
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -704,6 +752,8 @@ def read_json(path) -> tuple:
 def without_ours(data: dict) -> tuple:
     """`data` with our handlers taken out (a matcher group or event left empty by that goes too) and the events
     they were in."""
+    import json
+
     data = json.loads(json.dumps(data))
     hooks = data.get("hooks")
     touched = []
@@ -734,6 +784,8 @@ def without_ours(data: dict) -> tuple:
 
 def with_ours(data: dict, command: str) -> tuple:
     """`data` with exactly one handler of ours per event, running `command`; what changed, one line each."""
+    import json
+
     changes = []
     data = json.loads(json.dumps(data))
     hooks = data.setdefault("hooks", {})
@@ -751,6 +803,8 @@ def with_ours(data: dict, command: str) -> tuple:
 
 
 def json_text(data: dict) -> bytes:
+    import json
+
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 

@@ -162,3 +162,22 @@ def test_without_a_server_the_debug_line_says_what_happened_and_the_fix(tmp_path
     assert done.returncode == 0 and done.stdout == ""
     assert f"no persmem server on {home / 'persmem.sock'}: start it with `persmem serve`" in done.stderr
     assert "FileNotFoundError" not in done.stderr
+
+
+def test_the_hook_starts_without_site_packages_and_without_the_slow_modules(tmp_path):
+    """What keeps the hook near a bare python's start: no site (-S), and none of json (imports re), http.client
+    (imports email), argparse or hashlib on its path; its JSON (over _json, json's C half) reads and writes as
+    json does."""
+    loaded = ("import sys;sys.path.append(sys.argv[1]);import persmem_sessions.hook;"
+              "print([m for m in ('re','json','http.client','argparse','hashlib','site','email') if m in sys.modules])")
+    codec = ("import sys,json;sys.path.append(sys.argv[1]);import persmem_sessions.hook as h;"
+             "v={'a':[1,2.5,None,True,'\\u00e9\\n\"\\\\\\ud83d'],'b':{}};"
+             "print(all(h.dumps(v,a)==json.dumps(v,ensure_ascii=a) for a in (True,False)),"
+             "h.loads(h.dumps(v,False).encode('utf-8','surrogatepass'))==v)")
+    for python in {sys.executable, SYSTEM_PYTHON}:
+        done = subprocess.run([python, "-I", "-S", "-c", loaded, str(PLUGIN_SOURCE)], capture_output=True, text=True,
+                              timeout=30)
+        assert (done.returncode, done.stdout.strip()) == (0, "[]"), (python, done.stdout, done.stderr)
+        done = subprocess.run([python, "-I", "-S", "-c", codec, str(PLUGIN_SOURCE)], capture_output=True, text=True,
+                              timeout=30)
+        assert (done.returncode, done.stdout.strip()) == (0, "True True"), (python, done.stdout, done.stderr)
