@@ -54,11 +54,11 @@ def shutdown(host):
 
 @hookimpl
 def register_tools(register, host):
-    from .tools import ALL_TOOLS, CHORUS_SET, CHORUS_TOOLS
+    from .tools import ALL_TOOLS, tool_set_of
 
     limit = host.section("memory").max_concurrent_per_agent
     for tool in ALL_TOOLS:
-        register(tool, max_concurrent_per_agent=limit, tool_set=CHORUS_SET if tool in CHORUS_TOOLS else "memory")
+        register(tool, max_concurrent_per_agent=limit, tool_set=tool_set_of(tool))
 
 
 @hookimpl

@@ -1,13 +1,17 @@
 """The memory tools' arguments as an AI sends them, through a real server and a real MCP client: tags as a list or
 a comma-separated string wherever tags are taken, a chat imported by memory_bulk_store (one call is one
 conversation: a repeated line is kept once, nothing is merged with an earlier conversation), and a query far longer
-than what is searched (it is cut, and the reply says so)."""
+than what is searched (it is cut, and the reply says so); and what a connection lists by default."""
 
 import json
 
 import anyio
 
-from persmem_core.sdk.testing import ToolCallError
+from persmem_core.host import Host
+from persmem_core.sdk.testing import ToolCallError, start_server
+from persmem_core.testing import clean_env
+from persmem_core.tool_costs import DEFAULT_BUDGET, Costs
+from persmem_memory_hnsw.tools.searching import SEARCHED_QUERY_CHARS
 
 
 def call(server, tool: str, agent: str = "kite", **args):
@@ -113,8 +117,6 @@ def test_the_bulk_store_description_says_what_a_chat_import_needs(shared_server)
 # -- a very long query -----------------------------------------------------------------------------------------
 
 def test_a_40k_character_query_is_cut_and_the_reply_says_so(shared_server):
-    from persmem_memory_hnsw.tools.searching import SEARCHED_QUERY_CHARS
-
     call(shared_server, "memory_store", content="The invoice exporter writes CSV files to the billing bucket.",
          project="long-query", dedup=False)
     # What is asked comes first; a pasted log follows (tens of thousands of characters of other words).
@@ -139,3 +141,26 @@ def test_a_long_query_is_embedded_from_its_first_window_only(shared_server):
     replies = [call(shared_server, "memory_search", query=start + tail, project=project, mode="dense", verbose=True)
                for tail in (" tail one", " another tail, quite different words")]
     assert replies[0]["results"][0]["distance"] == replies[1]["results"][0]["distance"]
+
+
+# -- what a connection lists by default ------------------------------------------------------------------------
+
+def test_the_default_sets_list_the_memory_tools_but_not_curation_and_stay_within_budget(tmp_path):
+    home = tmp_path / "home"
+    env = clean_env(home, PERSMEM_DEFAULT_TOOL_SETS="memory,sessions,mail")  # the run's "all" left out
+    server = start_server(home, agents=("kite",), env=env)
+    try:
+        listed = {t.name for t in server.list_tools(agent="kite")}
+        assert {"memory_store", "memory_bulk_store", "memory_search", "memory_get", "memory_update", "memory_delete",
+                "memory_validate", "memory_unlink", "persmem_whoami"} <= listed
+        assert not listed & {"memory_consolidate", "memory_stats", "memory_list_collections", "chorus_init"}
+        try:
+            server.call_tool("memory_stats", {}, agent="kite")
+        except ToolCallError as exc:
+            assert "'curation'" in str(exc) and "--add curation" in str(exc)
+        else:
+            raise AssertionError("memory_stats was served outside the agent's sets")
+    finally:
+        server.stop()
+    costs = Costs(Host(environ={"PERSMEM_HOME": str(tmp_path / "costs")}))
+    assert costs.of_sets(["memory", "sessions", "mail"]) <= DEFAULT_BUDGET

@@ -22,3 +22,12 @@ ALL_TOOLS = [memory_store, memory_bulk_store, memory_search, memory_get, memory_
 # The Chorus extension's session start is a tool set of its own (opt-in): `persmem agent tools NAME --add chorus`.
 CHORUS_SET = "chorus"
 CHORUS_TOOLS = (chorus_init, bootstrap_update)
+# A collection's overview and upkeep, rarely needed in a session (the idle job consolidates by itself): opt-in, so
+# the default sets stay within their token budget. `persmem agent tools NAME --add curation`.
+CURATION_SET = "curation"
+CURATION_TOOLS = (memory_consolidate, memory_stats, memory_list_collections)
+
+
+def tool_set_of(tool) -> str:
+    """The tool set a memory tool is registered in: chorus, curation, or memory."""
+    return CHORUS_SET if tool in CHORUS_TOOLS else CURATION_SET if tool in CURATION_TOOLS else "memory"
