@@ -107,7 +107,9 @@ def plugin_env() -> dict[str, str]:
 def server_env(home: Path) -> dict[str, str]:
     from persmem_core.testing import clean_env
 
-    return clean_env(home, PERSMEM_DISABLE_PLUGINS="shell,git,searxng", **plugin_env())
+    # every tool set: the seed writes identity and directive entries with bootstrap_update (the chorus set)
+    return clean_env(home, PERSMEM_DISABLE_PLUGINS="shell,git,searxng", PERSMEM_DEFAULT_TOOL_SETS="all",
+                     **plugin_env())
 
 
 # -- the realistic store ---------------------------------------------------------------------------------------------
