@@ -75,11 +75,28 @@ def doctor(host):
     checks.append(_check_auth(host, server))
     checks.append(_check_oauth(host, server))
     checks.append(_check_encryption(host))
+    checks.append(_check_tool_costs(host))
     if host.section("cluster").servers:  # who may reach the NATS cluster, and whether frames are sealed and bound
         from persmem_core.cluster.nats_doctor import doctor_checks
 
         checks += doctor_checks(host.section("cluster"), host.section("encryption").enabled)
     return checks
+
+
+def _check_tool_costs(host):
+    """What each tool set's definitions cost per session, and whether the default sets keep to the budget."""
+    from persmem_core.tool_costs import DEFAULT_BUDGET, Costs
+    from persmem_core.tool_sets import default_sets
+
+    costs = Costs(host)
+    sets = default_sets(host)
+    default = costs.of_sets(sets)
+    line = (f"default ({'+'.join(sets)}) {default:,} {costs.unit()} per session; per set: {costs.summary()}. "
+            f"`persmem agent tools NAME --add SET` gives an agent more")
+    if default > DEFAULT_BUDGET:
+        return warn("tool sets", f"{line}; the default is over the {DEFAULT_BUDGET:,}-token budget: set [tools] "
+                    "default_sets to fewer sets.")
+    return pass_("tool sets", line)
 
 
 def _check_home_writable(host):

@@ -87,7 +87,7 @@ class ToolsConfig(ConfigSection):
         list[Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]],
         Meta(description="Tool sets of an agent never given its own (`persmem agent tools NAME --set ...`): memory, "
                          "sessions, mail, chorus, workspace, web, ... or all. Each listed tool costs tokens in every "
-                         "session; `persmem doctor` prints what each set costs."),
+                         "session; `persmem doctor` prints what each set costs. Also PERSMEM_DEFAULT_TOOL_SETS=a,b."),
     ] = msgspec.field(default_factory=lambda: ["memory", "sessions", "mail"])
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from persmem_core.testing import clean_env, start_server
+from persmem_core.testing import clean_env, start_server, write_config
 
 ROOT = Path(__file__).parent.parent
 PACKAGES = {p.parent.name: p for p in ROOT.glob("plugins/*/persmem_*/__init__.py")}
@@ -76,6 +76,8 @@ def test_the_sdk_costs_nothing_to_import_and_every_name_resolves():
 def test_each_plugin_alone_and_the_server_without_it(tmp_path, plugin):
     everyone = {"memory_hnsw", *PLUGIN_TOOLS}
     alone_home, without_home = tmp_path / "alone", tmp_path / "without"
+    for home in (alone_home, without_home):  # searxng offers its tools once its URL is set
+        write_config(home, {"searxng": {"url": "http://127.0.0.1:8888"}})
     alone = start_server(alone_home, ("kite",), clean_env(alone_home, PERSMEM_DISABLE_PLUGINS=",".join(everyone - {plugin})))
     try:
         assert {t.name for t in alone.list_tools(agent="kite")} == PLUGIN_TOOLS[plugin] | {"persmem_whoami"}

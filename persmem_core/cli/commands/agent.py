@@ -1,4 +1,4 @@
-"""`persmem agent add|token|secret-path|list|revoke`: named agents and their credentials."""
+"""`persmem agent add|token|secret-path|tools|list|revoke`: named agents, their credentials and tool sets."""
 
 from __future__ import annotations
 
@@ -31,13 +31,67 @@ def _show(issued, what: str) -> None:
 @click.option("--no-token", is_flag=True, help="Issue only a secret path, no bearer token.")
 @click.option("--rotate", is_flag=True, help="Replace ALL of an existing agent's credentials (the old ones stop "
               "working). To add or replace only one, use `persmem agent token` or `persmem agent secret-path`.")
-def add(name: str, secret_path: bool, no_token: bool, rotate: bool) -> None:
+@click.option("--tools", "tool_sets", metavar="SETS", help="Tool sets its connections list, e.g. memory,mail,workspace "
+              "(default: [tools] default_sets; `persmem agent tools NAME` changes them later).")
+def add(name: str, secret_path: bool, no_token: bool, rotate: bool, tool_sets: str | None) -> None:
     """Create agent NAME and print its credentials. They are shown only this once."""
     from persmem_core.cli.commands import get_host
+    from persmem_core.tool_sets import parse_sets
 
     host = get_host()
+    sets = parse_sets(host, tool_sets) if tool_sets is not None else None
     issued = host.agents.add(name, token=not no_token, secret_path=secret_path or no_token, replace=rotate)
+    if sets is not None:
+        host.agents.set_tool_sets(name, sets)
     _show(issued, "credentials issued")
+
+
+@agent.command("tools")
+@click.argument("name")
+@click.option("--add", "added", metavar="SETS", help="Sets to add, e.g. workspace,web.")
+@click.option("--remove", "removed", metavar="SETS", help="Sets to take away.")
+@click.option("--set", "replaced", metavar="SETS", help="Exactly these sets (all: every one).")
+@click.option("--default", "to_default", is_flag=True, help="Back to [tools] default_sets.")
+def tools_(name: str, added: str | None, removed: str | None, replaced: str | None, to_default: bool) -> None:
+    """Show or change the tool sets agent NAME's connections list, and what they cost in tokens per session.
+    A client lists the new tools after it reconnects."""
+    from persmem_core.cli.commands import get_host
+    from persmem_core.tool_sets import parse_sets, sets_of
+
+    host = get_host()
+    if name not in host.agents.names():
+        raise click.ClickException(f"no active agent named {name!r}; `{persmem_line('agent', 'list')}` shows them.")
+    given = sum(x is not None for x in (added, removed, replaced)) + to_default
+    if (replaced is not None or to_default) and given > 1:
+        raise click.UsageError("--set and --default each replace the whole choice: give one of them alone.")
+    if to_default:
+        host.agents.set_tool_sets(name, None)
+    elif replaced is not None:
+        host.agents.set_tool_sets(name, parse_sets(host, replaced))
+    elif added is not None or removed is not None:
+        sets = sets_of(host, name) + (parse_sets(host, added) if added else [])
+        gone = set(parse_sets(host, removed)) if removed else set()
+        host.agents.set_tool_sets(name, [s for s in dict.fromkeys(sets) if s not in gone])
+    click.echo(tool_sets_text(host, name))
+
+
+def tool_sets_text(host, name: str) -> str:
+    """What agent `name` is given and what it costs, then the other sets and how to add one."""
+    from persmem_core.tool_costs import Costs
+    from persmem_core.tool_sets import ALL_SETS, sets_of
+
+    costs, sets = Costs(host), sets_of(host, name)
+    record = host.agents.agents().get(name)
+    chosen = "" if record is not None and record.tool_sets is not None else " ([tools] default_sets)"
+    lines = [f"agent {name}: tool sets {', '.join(sets) or 'none'}{chosen}: {costs.of_sets(sets):,} "
+             f"{costs.unit()} of tool definitions in every session"]
+    others = [(set_name, count, tokens) for set_name, (count, tokens) in costs.per_set().items()
+              if ALL_SETS not in sets and set_name not in sets]
+    if others:
+        lines.append("  not given: " + ", ".join(f"{n} (+{t:,}, {c} tool{'s' if c != 1 else ''})"
+                                                 for n, c, t in others))
+        lines.append(f"  add sets: {persmem_line('agent', 'tools', name, '--add', 'SET[,SET...]')}")
+    return "\n".join(lines)
 
 
 @agent.command("token")
@@ -66,13 +120,17 @@ def list_() -> None:
     from persmem_core.cli.commands import get_host
     from persmem_core.timefmt import iso_utc
 
-    agents = get_host().agents.agents()
+    from persmem_core.tool_sets import sets_of
+
+    host = get_host()
+    agents = host.agents.agents()
     if not agents:
         click.echo(f"no agents yet: `{persmem_line('agent', 'add', 'NAME')}`")
     for name, record in sorted(agents.items()):
         creds = [kind for kind, value in (("token", record.token_sha256), ("secret-path", record.path_sha256)) if value]
         state = f"revoked {iso_utc(record.revoked)}" if record.revoked else ", ".join(creds)
-        click.echo(f"{name}\tcreated {iso_utc(record.created)}\t{state}")
+        sets = "" if record.revoked else "\ttools " + ",".join(sets_of(host, name))
+        click.echo(f"{name}\tcreated {iso_utc(record.created)}\t{state}{sets}")
 
 
 @agent.command()

@@ -5,7 +5,12 @@ than by string formatting: shell lines with `shlex.join` (a URL or a home folder
 quotes or spaces stays one literal word), JSON with `json.dumps`, TOML strings with JSON's escaping (valid
 TOML basic strings). Each block sits under a `## title (kind)` heading naming its language, which is what
 tests/test_setup_text.py parses. Secrets are stored only as hashes: without `--rotate` the snippets hold a
-placeholder, and a credential the agent does not have is replaced by the command that issues it.
+tests/test_setup_text.py parses. The registry keeps only hashes of the secrets; a token issued on this machine is
+also kept in a file only the user can read (auth/token_files.py), so the shell lines read it there
+(`Bearer $(cat -- FILE)`) and work as pasted; `--show-token` (or `--rotate`) prints the token itself, for
+config files a shell does not expand. A credential the agent does not have, or whose file is missing, is replaced
+by the command that issues it. `--tools` chooses the tool sets the agent's connections list (tool_sets.py), and
+the output says what they cost in tokens per session.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from persmem_core.auth.agents import check_name
 from persmem_core.invocation import persmem_argv, persmem_line
 from persmem_core.errors import UserError
 
-TOKEN_PLACEHOLDER = "<TOKEN>"
 SECRET_PLACEHOLDER = "<SECRET-PATH>"
 TOKEN_ENV = "PERSMEM_TOKEN"
 
@@ -53,28 +57,43 @@ def _toml_string(value: str) -> str:
 @click.option("--url", help="Base URL clients reach (default: [server] public_url or http://127.0.0.1:PORT).")
 @click.option("--rotate", is_flag=True, help="Issue fresh credentials now (the old ones stop working) and print "
               "them in the snippets.")
-def connect(agent_name: str, url: str | None, rotate: bool) -> None:
+@click.option("--show-token", is_flag=True, help="Print the agent's token itself in the snippets (from its token "
+              "file) instead of lines that read the file: for config files a shell does not expand.")
+@click.option("--tools", "tool_sets", metavar="SETS", help="Tool sets this agent's connections list, e.g. "
+              "memory,mail,workspace (saved for the agent; `persmem agent tools` changes them later).")
+def connect(agent_name: str, url: str | None, rotate: bool, show_token: bool, tool_sets: str | None) -> None:
     """Print setup for Claude Code, Codex CLI, Claude Desktop and a claude.ai connector URL."""
+    from persmem_core.auth.token_files import read_token, token_file
     from persmem_core.cli.commands import get_host
+    from persmem_core.cli.commands.agent import tool_sets_text
+    from persmem_core.tool_sets import parse_sets
 
     host = get_host()
     check_name(agent_name)
+    sets = parse_sets(host, tool_sets) if tool_sets is not None else None
     base = base_url(url, host.config.server)
     mcp_url = f"{base}/mcp"
     token, secret, has_token, has_secret = _credentials(host, agent_name, rotate)
+    if sets is not None:
+        host.agents.set_tool_sets(agent_name, sets)
+    kept = read_token(host.home, agent_name) if has_token and token is None else None
+    if show_token and kept:
+        token = kept
     home = str(host.home)
     out: list[str] = [f'# persmem setup for agent "{agent_name}"; MCP endpoint {mcp_url}']
     if rotate:
         out.append(f"# New credentials for {agent_name} (the old ones no longer work). Keep them private.")
-    elif has_token or has_secret:
-        out.append(f"# Only hashes of the secrets are stored: replace {TOKEN_PLACEHOLDER} / {SECRET_PLACEHOLDER} "
-                   f"with what `persmem agent add` printed, or run `{persmem_line('connect', agent_name, '--rotate')}`"
-                   " to issue new ones into these snippets.")
+    elif has_secret:
+        out.append(f"# Only a hash of the secret path is stored: replace {SECRET_PLACEHOLDER} with what `persmem "
+                   f"agent add` printed, or run `{persmem_line('connect', agent_name, '--rotate')}` to issue new "
+                   "credentials into these snippets.")
+    out.extend("# " + line for line in tool_sets_text(host, agent_name).splitlines())
 
     def section(title: str, kind: str, *lines: str) -> None:
         out.extend(["", f"## {title} ({kind})", *lines])
 
-    _http_sections(section, agent_name, mcp_url, token, has_token)
+    bearer = Bearer(token, token_file(host.home, agent_name) if kept else None)
+    _http_sections(section, agent_name, mcp_url, bearer, has_token)
     _stdio_sections(section, agent_name, home)
     _connector_sections(section, host, agent_name, base, secret, has_secret)
     if "hooks" in click.get_current_context().find_root().command.commands:  # a plugin offers client hooks
@@ -102,15 +121,37 @@ def _credentials(host, agent_name: str, rotate: bool) -> tuple[str | None, str |
     return None, None, record.token_sha256 is not None, record.path_sha256 is not None
 
 
-def _http_sections(section, agent_name: str, mcp_url: str, token: str | None, has_token: bool) -> None:
+class Bearer:
+    """The agent's token as the shell lines give it: the token itself, or `$(cat -- FILE)` reading its token
+    file (a substitution written for bash; the file's path quoted inside it, so a hostile path stays one word)."""
+
+    def __init__(self, token: str | None, file=None):
+        self.token, self.file = token, file
+
+    def known(self) -> bool:
+        return bool(self.token or self.file)
+
+    def shell_words(self, *words: str, prefix: str) -> str:
+        """`words` joined for the shell, then one more word: `prefix` followed by the token."""
+        if self.token:
+            return shlex.join([*words, prefix + self.token])
+        return shlex.join(words) + f' "{prefix}$(cat -- {shlex.quote(str(self.file))})"'
+
+
+def _http_sections(section, agent_name: str, mcp_url: str, bearer: Bearer, has_token: bool) -> None:
     """Claude Code and Codex CLI over HTTP with the agent's bearer token, or how to issue one."""
-    if has_token:
-        bearer = token or TOKEN_PLACEHOLDER
-        section("Claude Code over HTTP", "shell", shlex.join(
-            ["claude", "mcp", "add", "--transport", "http", "persmem", mcp_url,
-             "--header", f"Authorization: Bearer {bearer}"]))
+    if has_token and not bearer.known():
+        renew_token = persmem_line("agent", "token", agent_name)
+        section("Claude Code and Codex CLI over HTTP", "note",
+                f"# {agent_name}'s token was issued before persmem kept tokens in a file, and only its hash is "
+                f"stored: `{renew_token}` issues a new one (the old one stops working), then run "
+                f"`{persmem_line('connect', agent_name)}` again.")
+    elif has_token:
+        section("Claude Code over HTTP", "shell", bearer.shell_words(
+            "claude", "mcp", "add", "--transport", "http", "persmem", mcp_url, "--header",
+            prefix="Authorization: Bearer "))
         section("Codex CLI over HTTP: the token in Codex's environment", "shell",
-                shlex.join(["export", f"{TOKEN_ENV}={bearer}"]))
+                bearer.shell_words("export", prefix=f"{TOKEN_ENV}="))
         section("Codex CLI over HTTP: add to ~/.codex/config.toml", "TOML",
                 "[mcp_servers.persmem]", f"url = {_toml_string(mcp_url)}",
                 f"bearer_token_env_var = {_toml_string(TOKEN_ENV)}")

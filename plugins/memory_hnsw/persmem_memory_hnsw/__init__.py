@@ -7,6 +7,7 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - tools/           the MCP tools (persMEM's names and arguments), one module per kind of call
 - panels.py        the dashboard panels (Overview, Memories, Lifecycle); panel_templates/ holds their templates
 - commands.py      `persmem memory ...`
+- cli_search.py    `persmem memory search QUERY`: memory_search through the running server, or the home itself
 - export_format.py the JSON Lines records of `persmem memory export` and `import`: a memory as a record and back
 - service.py       the plugin's service in host.state: all collections, the shared embedder, the owner lock
 - access.py        one agent's door into the service: every read and write of tools, panels and answers to other
@@ -14,6 +15,7 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
 - collection.py    one collection: its state, opening, reads and search; the writes of writing/ bound to it
 - permissions.py   who may change a memory
 - sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks
+- preferences.py   the user's standing preferences: in every briefing, recalled when a prompt leans on them
 - snapshot.py      reading the logs without the lock (stats, export, doctor)
 - backup.py        the backup hook's copy of each collection's log
 - reseal.py        `persmem key migrate|rotate` for the memory store: every file sealed as new writes are

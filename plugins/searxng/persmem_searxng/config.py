@@ -11,8 +11,9 @@ from persmem_core.sdk import ConfigSection
 
 class SearxngConfig(ConfigSection):
     url: Annotated[
-        str, Meta(description="Base URL of the SearXNG instance (its settings.yml must list `json` in search.formats).")
-    ] = "http://127.0.0.1:8888"
+        str, Meta(description="Base URL of the SearXNG instance (its settings.yml must list `json` in search.formats), "
+                              "e.g. http://127.0.0.1:8888. Unset: web_search and web_fetch are not offered at all.")
+    ] = ""
     timeout: Annotated[float, Meta(gt=0, description=(
         "Seconds to wait for SearXNG; for web_fetch, the limit on the whole fetch: name lookup, connecting, "
         "every redirect and the download."))] = 15.0

@@ -14,9 +14,13 @@ def register_config(register):
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register, host):
+    """web_search and web_fetch, in the `web` tool set, only once [searxng] url is set: a tool that can only fail
+    would cost every session its definition and the assistant a wasted call."""
     from .tools import ALL_TOOLS
 
+    if not host.section("searxng").url:
+        return
     for tool in ALL_TOOLS:
         register(tool, tool_set="web")
 
@@ -45,6 +49,10 @@ def doctor(host):
     from .service import ALLOW_SETTING
 
     cfg = host.section("searxng")
+    if not cfg.url:
+        return [pass_("searxng", "not configured ([searxng] url is unset), so web_search and web_fetch are not offered; "
+                      "to offer them, run SearXNG with `json` in its search.formats and set [searxng] url, e.g. "
+                      "http://127.0.0.1:8888")]
     try:
         networks_from(cfg.fetch_allow_networks, ALLOW_SETTING)
     except UserError as exc:  # the server would not start
