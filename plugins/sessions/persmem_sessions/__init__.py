@@ -21,6 +21,7 @@ Modules, one job each:
 - `commands.py`   `persmem hooks ...` and `persmem sessions ...`
 - `installer.py`  putting the hooks into Claude Code's and Codex's settings, checking them, taking them out
 - `importer.py`   `persmem sessions import`: the transcripts the clients already wrote on this machine
+- `import_owner.py` whose sessions an import files them under (the agent the installed hooks speak for), and which are archived already
 - `transcripts.py` turns out of the clients' transcript lines
 - `projects.py`   the project a session belongs to, from its working folder
 - `redact.py`     secrets out of transcripts, before anything is archived, indexed or logged: the rules applied
