@@ -95,7 +95,15 @@ def test_every_printed_block_parses_and_no_substitution_survives_a_hostile_home_
     found = sections(printed.stdout)
     store = AgentStore(home)
     shell_lines = [line for kind, lines in found.values() if kind == "shell" for line in code_lines(lines)]
-    assert len(shell_lines) == 4  # the last: `persmem hooks install` (the sessions plugin is installed)
+    assert len(shell_lines) == 6  # then `persmem hooks install` here and two for another machine (the sessions plugin)
+    remote, fetch = code_lines(block(found, "shell", "Hooks on another machine"))
+    assert assert_paste_safe(remote, tmp_path) == ["persmem", "hooks", "install", "--url", url, "--agent", "kite"]
+    script = f'curl() {{ printf "%s\\0" curl "$@"; }}\npython3() {{ printf "%s\\0" python3 "$@"; }}\n{fetch}\n'
+    ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], cwd=tmp_path, capture_output=True,
+                         timeout=30, env={"PATH": BARE_PATH, "HOME": str(tmp_path)})
+    assert ran.stdout.decode().split("\0")[:-1] == [
+        "curl", "-fsS", f"{url}/hooks/client.py", "-o", f"{tmp_path}/.persmem-hook.py",
+        "python3", f"{tmp_path}/.persmem-hook.py", "install", "--url", url, "--agent", "kite"]
     [hooks_line] = code_lines(block(found, "shell", "Ambient memory"))
     assert assert_paste_safe(hooks_line, tmp_path) == [
         "env", f"PERSMEM_HOME={home}", str(PERSMEM_SCRIPT), "hooks", "install", "--target", "all", "--agent", "kite"]
@@ -129,16 +137,19 @@ def test_every_printed_block_parses_and_no_substitution_survives_a_hostile_home_
     assert not list(tmp_path.glob("PWNED*"))
 
 
-def test_the_placeholder_snippets_are_paste_safe_too(tmp_path):
-    # the reported line: `--header "Authorization: Bearer <TOKEN from `persmem agent add`>"`
+def test_the_snippets_without_rotate_read_the_token_file_and_run_nothing_else(tmp_path):
+    # the reported lines held `Bearer <TOKEN>`: pasted as printed they registered a fake token. Now they read the
+    # token from its 0600 file (tests/test_tool_sets.py pastes them); every other line is one literal command
     env = clean_env(tmp_path / "home")
     run_persmem("agent", "add", "kite", "--secret-path", env=env)
     found = sections(run_persmem("connect", "kite", env=env).stdout)
     shell_lines = [line for kind, lines in found.values() if kind == "shell" for line in code_lines(lines)]
-    assert len(shell_lines) == 4 and not any("`" in line for line in shell_lines)
+    assert len(shell_lines) == 6 and not any("`" in line for line in shell_lines)
+    reads_token = [line for line in shell_lines if "$(cat -- " in line]
+    assert len(reads_token) == 2 and "<TOKEN>" not in "\n".join(shell_lines)
     for line in shell_lines:
-        assert_paste_safe(line, tmp_path)
-    assert "Authorization: Bearer <TOKEN>" in shlex.split(block(found, "shell", "Claude Code over HTTP")[0])
+        if line not in reads_token and not line.startswith("curl "):
+            assert_paste_safe(line, tmp_path)
     assert not list(tmp_path.glob("PWNED*"))
 
 
@@ -300,7 +311,7 @@ def test_agent_list_shows_times_as_iso_8601_utc_to_the_second(tmp_path):
     run_persmem("agent", "revoke", "wren", env=env)
     listed = run_persmem("agent", "list", env=env).stdout.splitlines()
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
-    assert re.fullmatch(rf"kite\tcreated {stamp}\ttoken", listed[0]), listed
+    assert re.fullmatch(rf"kite\tcreated {stamp}\ttoken\ttools all", listed[0]), listed  # the run lists every set
     assert re.fullmatch(rf"wren\tcreated {stamp}\trevoked {stamp}", listed[1]), listed
 
 

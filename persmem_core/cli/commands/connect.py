@@ -102,6 +102,14 @@ def connect(agent_name: str, url: str | None, rotate: bool, show_token: bool, to
                 "each prompt (for this home, whatever the shell's PERSMEM_HOME)",
                 shlex.join(["env", f"PERSMEM_HOME={home}", *persmem_argv(), "hooks", "install", "--target", "all",
                             "--agent", agent_name]))
+        section("Hooks on another machine (a laptop reaching this server)", "shell",
+                "# with persmem installed there: the token is asked for (or --token-file, or $PERSMEM_TOKEN) and "
+                "kept in a 0600 file, never in the clients' settings",
+                shlex.join(["persmem", "hooks", "install", "--url", base, "--agent", agent_name]),
+                "# without persmem: the server hands out the hook, one stdlib-only file that installs itself "
+                "(the token on stdin)",
+                f"curl -fsS {shlex.quote(base + '/hooks/client.py')} -o ~/.persmem-hook.py && python3 "
+                f"~/.persmem-hook.py install --url {shlex.quote(base)} --agent {shlex.quote(agent_name)}")
     click.echo("\n".join(out))
 
 
