@@ -307,8 +307,8 @@ class MemoryService:
     def no_such_collection(self, name: str) -> UserError:
         """What a read naming a collection that does not exist is told."""
         return UserError(f"{did_you_mean('collection', name, self._collections)} Reads never create a collection; "
-                         "memory_list_collections lists them, and a memory_store (or memory_bulk_store) into a new "
-                         "name creates it.")
+                         "a memory_store (or memory_bulk_store) into a new name creates it (memory_list_collections, "
+                         "in the opt-in curation tool set, lists them).")
 
     def _check_room(self, name: str, on_stream: list[str]) -> None:
         """Refuse to make collection `name` when the server holds [memory] max_collections already (the caller
@@ -321,8 +321,8 @@ class MemoryService:
             raise UserError(
                 f"collection {name!r} was not created: this server holds {len(held)} collections, the most "
                 f"[memory] max_collections = {cap} allows (each is opened, about 2 MB of memory, at every start). "
-                f"Store into an existing one ({', '.join(sorted(held)[:10])}{', ...' if len(held) > 10 else ''}: "
-                "memory_list_collections lists them), or ask the operator to raise [memory] max_collections in "
+                f"Store into an existing one ({', '.join(sorted(held)[:10])}{', ...' if len(held) > 10 else ''}), "
+                "or ask the operator to raise [memory] max_collections in "
                 "persmem.toml and restart the server.")
 
     def _open(self, name: str) -> Collection:
