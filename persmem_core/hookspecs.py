@@ -31,8 +31,10 @@ def add_hookspecs(add):
 
 @hookspec
 def register_tools(register, host):
-    """Contribute MCP tools: `register(fn, name=None, description=None, max_concurrent_per_agent=None)`; schema
-    from type hints, description from the docstring."""
+    """Contribute MCP tools: `register(fn, name=None, description=None, max_concurrent_per_agent=None,
+    tool_set=None)`; schema from type hints, description from the docstring. `tool_set` names the set an agent is
+    given the tool with (a lowercase word: memory, mail, workspace, ...; the plugin's name when not given); a
+    connection lists only its agent's sets (persmem_core/tool_sets.py)."""
 
 
 @hookspec

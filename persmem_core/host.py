@@ -305,6 +305,13 @@ def _collector(store: dict, kind: str) -> PerPlugin:
     return PerPlugin(lambda plugin: _Collector(store, kind, plugin))
 
 
+def default_tool_set(plugin: str) -> str:
+    """The set of a tool registered without one: the plugin's name as a set name ("memory_hnsw"; a module
+    plugin "persmem_bookmarks.plugin" -> "persmem_bookmarks")."""
+    word = re.sub(r"[^a-z0-9_]", "_", plugin.split(".", 1)[0].lower())
+    return (word if word[:1].isalpha() else "p" + word)[:32]
+
+
 class _Collector:
     """The `register` callable handed to one plugin's hook, so the host knows who registered what."""
 
@@ -326,7 +333,7 @@ class _Collector:
         name = name or fn.__name__
         if not TOOL_NAME_RE.match(name):
             raise UserError(f"plugin {plugin!r}: invalid tool name {name!r}")
-        tool_set = tool_set or plugin
+        tool_set = tool_set or default_tool_set(plugin)
         if not SET_NAME_RE.match(tool_set) or tool_set == ALL_SETS:
             raise UserError(f"plugin {plugin!r}: tool {name!r}: invalid tool set name {tool_set!r} (a lowercase "
                             f"word, not {ALL_SETS!r})")
