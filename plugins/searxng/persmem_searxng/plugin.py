@@ -49,14 +49,14 @@ def doctor(host):
     from .service import ALLOW_SETTING
 
     cfg = host.section("searxng")
+    try:
+        networks_from(cfg.fetch_allow_networks, ALLOW_SETTING)
+    except UserError as exc:  # the server would not start, configured or not
+        return [fail("searxng", str(exc))]
     if not cfg.url:
         return [pass_("searxng", "not configured ([searxng] url is unset), so web_search and web_fetch are not offered; "
                       "to offer them, run SearXNG with `json` in its search.formats and set [searxng] url, e.g. "
                       "http://127.0.0.1:8888")]
-    try:
-        networks_from(cfg.fetch_allow_networks, ALLOW_SETTING)
-    except UserError as exc:  # the server would not start
-        return [fail("searxng", str(exc))]
     try:
         search(cfg.url, "persmem doctor", 1, "", "", "", min(cfg.timeout, 5.0))
     except UserError as exc:
