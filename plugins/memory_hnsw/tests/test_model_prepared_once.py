@@ -5,10 +5,11 @@ behind, and the next start prepares it, the one after uses it as it is."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 
-from persmem_core.sdk.testing import clean_env, start_server
+from persmem_core.sdk.testing import clean_env, persmem_command, start_server
 
 
 def env_for(home: Path, xdg: Path) -> dict[str, str]:
@@ -77,3 +78,8 @@ def test_ctrl_c_during_preparation_exits_at_once_and_the_model_is_prepared_once(
     finally:
         third.stop()
     assert model.stat().st_mtime_ns == stamp, "a prepared model was made again"
+
+    prepare = subprocess.run(persmem_command("model", "prepare"), env=env_for(tmp_path / "four", xdg),
+                             capture_output=True, text=True, timeout=120)
+    assert prepare.returncode == 0 and f"prepared models in {models}" in prepare.stdout, prepare.stderr
+    assert model.stat().st_mtime_ns == stamp, "`persmem model prepare` made a prepared model again"

@@ -83,3 +83,20 @@ def export_command(source: str, out: Path, no_quantize: bool) -> None:
     click.echo(f"wrote {written / 'model.onnx'} and tokenizer.json.\n"
                f"Use it: [memory] model_dir = \"{written}\" in persmem.toml, then `persmem memory reindex` "
                "(a store refuses vectors from a different model until it is reindexed).")
+
+
+@model.command("prepare")
+def prepare_command() -> None:
+    """Prepare the embedding model now (re-quantize it into the user's cache, once per installed model file), so a
+    server's first start does not; the install runs this. Prints where the prepared model is."""
+    import time
+
+    from persmem_core.sdk import get_host
+
+    from ..service import make_embedder
+
+    started = time.monotonic()
+    embedder = make_embedder(get_host()).load()
+    where = getattr(embedder, "cache", None)
+    click.echo(f"embedding model {embedder.model_id} ready in {time.monotonic() - started:.1f} s"
+               + (f" (prepared models in {where})" if where else ""))
