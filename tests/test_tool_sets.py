@@ -96,6 +96,45 @@ def test_a_stdio_session_lists_the_same_sets(tmp_path):
     assert MEMORY | WORKSPACE <= found and not found & (SESSIONS | {"amq_send"})
 
 
+def test_a_stdio_session_forwarding_to_the_running_server_lists_its_agents_sets(server):
+    """A stdio session started while the HTTP server owns the home forwards over the local socket: the owner
+    answers with the stdio agent's sets, not the default's or another agent's."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    AgentStore(server.home).add("stdio_ws")
+    AgentStore(server.home).set_tool_sets("stdio_ws", ["workspace"])
+    command = persmem_command("serve", "--transport", "stdio", "--agent", "stdio_ws")
+    params = StdioServerParameters(command=command[0], args=command[1:], env=server.env)
+
+    async def names_and_refusal():
+        with open(server.home / "stdio-forward.log", "a") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                refused = await client.call_tool("memory_search", {"query": "x"})
+                return names, refused
+
+    names, refused = anyio.run(names_and_refusal)
+    assert names == WORKSPACE
+    assert refused.is_error and "agent tools stdio_ws --add memory" in refused.content[0].text
+
+
+def test_call_tool_in_process_applies_the_same_rule(tmp_path):
+    from persmem_core.sdk import UserError
+    from persmem_core.sdk.testing import call_tool
+
+    home = tmp_path / "home"
+    AgentStore(home).add("kite")
+    host = Host(environ=env_of(home, PERSMEM_DISABLE_PLUGINS="dashboard"))
+    host.startup()
+    try:
+        assert call_tool(host, "persmem_whoami", {}, agent="kite")
+        with pytest.raises(UserError, match="agent tools kite --add workspace"):
+            call_tool(host, "file_read", {"path": "x"}, agent="kite")
+    finally:
+        host.shutdown()
+
+
 def test_the_default_sets_cost_at_most_the_budget_counted_with_claudes_tokenizer(tmp_path):
     tokens, exact = count_tokens('{"name":"memory_search"}')
     assert exact and 0 < tokens < 20  # the tokenizer file is found, not the characters/4 estimate
