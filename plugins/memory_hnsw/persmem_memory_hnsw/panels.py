@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from persmem_core.sdk import UserError
 
+from .search.replies import above_floor
 from .search.weighing import expired
 from .store.query import parse_filters
 from .store.records import iso, public, public_version
@@ -88,9 +89,13 @@ def browse(view) -> dict:
         found = [(m, None) for m in memory.get_many(name, [wanted])]
         caption = f"memory {wanted[:130]}" if found else f"No memory {wanted[:130]!r} in this collection."
     elif query:  # the same hybrid search as memory_search (without counting retrievals: a person browsing)
-        found = [(hit.memory, hit.score) for hit in memory.search(name, query[:2000], top_k=20, filters=filters,
-                                                                   include_expired=include_expired)]
-        caption = f"{len(found)} best matches for “{query[:200]}”"
+        hits = memory.search(name, query[:2000], top_k=20, filters=filters, include_expired=include_expired)
+        kept = above_floor(hits, memory.config.search_min_relative_score)  # memory_search's floor, the same
+        found = [(hit.memory, hit) for hit in kept]
+        below = len(hits) - len(kept)
+        caption = (f"{len(kept)} best match{'' if len(kept) == 1 else 'es'} for “{query[:200]}”"
+                   + (f"; {below} weaker match{'' if below == 1 else 'es'} below the relevance floor not shown"
+                      if below else ""))
     else:
         rows = [m for m in memory.matching(name, filters) if include_expired or not expired(m.valid_until, now)]
         rows.sort(key=lambda m: m.updated, reverse=True)
@@ -99,17 +104,19 @@ def browse(view) -> dict:
                    + (f", newest {LIST_LIMIT} shown" if len(rows) > LIST_LIMIT else ""))
     toggle = {"href": "?" + urlencode({**view.params, "expired": "" if include_expired else "1"}),
               "label": "hide expired memories" if include_expired else "include expired memories"}
-    return {**facets, "results": [_shown(memory, name, found_memory, score) for found_memory, score in found],
+    return {**facets, "results": [_shown(memory, name, found_memory, hit) for found_memory, hit in found],
             "caption": caption,
             "expired_toggle": None if wanted else toggle}
 
 
-def _shown(door, name: str, memory, score: float | None) -> dict:
+def _shown(door, name: str, memory, hit=None) -> dict:
     """A memory as the Memories panel shows it: whole, with its versions, lifecycle marks, supersession chain
-    and link history."""
+    and link history; a search `hit` adds its score and restated_by (the later memory it ranks below)."""
     item = public(memory)
-    if score is not None:
-        item["score"] = round(score, 4)
+    if hit is not None:
+        item["score"] = round(hit.score, 4)
+        if hit.restated_by:
+            item["restated_by"] = hit.restated_by
     item["history"] = [public_version(v) for v in memory.history] if memory.version > 1 else []
     item["lifecycle"] = marks = _lifecycle(door, name, memory.id)
     chain = marks["chain"] if marks else []
