@@ -74,6 +74,11 @@ def test_agent_tools_adds_and_removes_sets_and_the_next_connection_lists_them(se
     assert unknown.returncode != 0 and "unknown tool set 'bogus'" in unknown.stderr and "workspace" in unknown.stderr
     assert persmem("agent", "tools", "wren", "--default", env=server.env).returncode == 0
     assert "shell_exec" not in listed(server, "wren")
+    assert persmem("agent", "tools", "wren", "--set", "all", env=server.env).returncode == 0
+    fewer = persmem("agent", "tools", "wren", "--remove", "chorus,curation", env=server.env)
+    assert fewer.returncode == 0 and "not given: chorus (+" in fewer.stdout  # every set but these two
+    assert WORKSPACE <= listed(server, "wren") and "chorus_init" not in listed(server, "wren")
+    assert persmem("agent", "tools", "wren", "--default", env=server.env).returncode == 0
 
 
 def test_a_stdio_session_lists_the_same_sets(tmp_path):

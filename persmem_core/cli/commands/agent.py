@@ -44,6 +44,8 @@ def add(name: str, secret_path: bool, no_token: bool, rotate: bool, tool_sets: s
     if sets is not None:
         host.agents.set_tool_sets(name, sets)
     _show(issued, "credentials issued")
+    if sets is not None:
+        click.echo(tool_sets_text(host, name))
 
 
 @agent.command("tools")
@@ -56,7 +58,7 @@ def tools_(name: str, added: str | None, removed: str | None, replaced: str | No
     """Show or change the tool sets agent NAME's connections list, and what they cost in tokens per session.
     A client lists the new tools after it reconnects."""
     from persmem_core.cli.commands import get_host
-    from persmem_core.tool_sets import parse_sets, sets_of
+    from persmem_core.tool_sets import ALL_SETS, known_sets, parse_sets, sets_of
 
     host = get_host()
     if name not in host.agents.names():
@@ -71,6 +73,10 @@ def tools_(name: str, added: str | None, removed: str | None, replaced: str | No
     elif added is not None or removed is not None:
         sets = sets_of(host, name) + (parse_sets(host, added) if added else [])
         gone = set(parse_sets(host, removed)) if removed else set()
+        if gone and ALL_SETS in sets:  # taking one away from every set: the others, named
+            sets = [s for s in sets if s != ALL_SETS] + known_sets(host)
+        if ALL_SETS in gone:
+            gone |= set(known_sets(host))
         host.agents.set_tool_sets(name, [s for s in dict.fromkeys(sets) if s not in gone])
     click.echo(tool_sets_text(host, name))
 
