@@ -85,5 +85,14 @@ if ! cmp -s extension/package-lock.json "$installed_lock"; then
     cp extension/package-lock.json "$installed_lock"
 fi
 
+# The real Claude Code and Codex CLIs for tests/test_real_clients.py, pinned in tests/clients/package-lock.json
+# (npm brings each one's native binary as an optional platform package, ~790 MB unpacked; nothing is
+# downloaded when the tests run).
+installed_lock=tests/clients/node_modules/.installed-package-lock.json
+if ! cmp -s tests/clients/package-lock.json "$installed_lock"; then
+    npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error >/dev/null
+    cp tests/clients/package-lock.json "$installed_lock"
+fi
+
 mkdir -p test-artifacts
 exec "$VENV/bin/python" -m pytest -q -ra "$@"
