@@ -9,7 +9,6 @@ that leaves a `.next` key, the old key id, or any file still to rewrite (`persme
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess

@@ -9,7 +9,6 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path

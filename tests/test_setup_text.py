@@ -6,7 +6,6 @@ times, and doctor inside the server calling the server's own port busy."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess

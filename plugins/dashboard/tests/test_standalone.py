@@ -78,7 +78,7 @@ def test_persmem_dashboard_owns_the_home_a_stdio_session_joins_it_and_a_serve_be
         assert "owns" not in stdio.stderr  # it joined the dashboard's process; it never owned the home
         serve = subprocess.run([sys.executable, "-m", "persmem_core", "serve", "--port", "0"], env=env,
                                capture_output=True, text=True, timeout=60)
-        assert serve.returncode == 1 and f"`persmem dashboard` is already serving" in serve.stderr
+        assert serve.returncode == 1 and "`persmem dashboard` is already serving" in serve.stderr
         assert f"pid {proc.pid}" in serve.stderr and "Traceback" not in serve.stderr
     finally:
         proc.send_signal(signal.SIGINT)

@@ -14,7 +14,7 @@ import anyio
 import httpx2
 import pytest
 
-from persmem_core.sdk.testing import ToolCallError, persmem_command, start_server, tool_result, write_config
+from persmem_core.sdk.testing import ToolCallError, persmem_command, start_server, write_config
 
 CAP = 4
 
