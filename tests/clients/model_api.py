@@ -2,7 +2,8 @@
 
 Speaks the Anthropic Messages API (POST /v1/messages, streamed as SSE or plain JSON) and the OpenAI Responses API
 (POST /v1/responses, SSE). Each test gives a list of replies, taken in order by the requests that ask for a turn:
-a str is a text reply, a dict {"tool": name, "input": {...}} a tool call. When the script is used up the stand-in
+a str is a text reply, a dict {"tool": name, "input": {...}} a tool call (for Codex's namespaced MCP tools, add
+"namespace": "mcp__persmem" and give the tool's own name). When the script is used up the stand-in
 answers "done.". Every request body is recorded in `requests` as (path, parsed JSON) for the test to read.
 Requests that are not a main turn (Claude Code's title/topic side calls with no tools, count_tokens) are answered
 without taking a scripted reply."""
@@ -138,6 +139,8 @@ class ModelApi:
                 if isinstance(reply, dict):
                     item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": reply["tool"],
                             "arguments": json.dumps(reply["input"]), "status": "completed"}
+                    if reply.get("namespace"):  # Codex lists MCP tools in a namespace (type "namespace")
+                        item["namespace"] = reply["namespace"]
                 else:
                     item = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
                             "content": [{"type": "output_text", "text": reply, "annotations": []}]}
