@@ -138,8 +138,11 @@ def test_codex_trusted_hooks_bring_the_briefing_and_the_mcp_tools_answer_and_the
         run_codex(machine, api, "Say hello.")
         assert PINNED not in texts(api.turns("/v1/responses")[0]["input"]), "an untrusted hook ran"
         assert len(codex_trust.untrusted_hooks(machine.codex, environ)) == 5
-        assert "trusted persmem's Codex hooks" in codex_trust.trust_our_hooks(machine.codex, environ)[0]
+        [check] = codex_trust.doctor_checks(environ)
+        assert check.status == "WARN" and "sessionStart (untrusted)" in check.detail, check
+        assert "trusted persmem's Codex hooks" in codex_trust.after_install(machine.codex, environ)[0]
         assert codex_trust.untrusted_hooks(machine.codex, environ) == []
+        assert [check.status for check in codex_trust.doctor_checks(environ)] == ["PASS"]
         assert "already trusts" in codex_trust.trust_our_hooks(machine.codex, environ)[0]
 
         api.requests.clear()

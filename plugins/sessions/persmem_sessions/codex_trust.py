@@ -119,3 +119,34 @@ def trust_our_hooks(codex_home: Path, environ=os.environ) -> list[str]:
                         "open /hooks in Codex and trust them there.")
     events = ", ".join(sorted(hook["eventName"] for hook in pending))
     return [f"{codex_home / 'config.toml'}: trusted persmem's Codex hooks ({events}) through codex app-server"]
+
+
+def after_install(codex_home: Path, environ=os.environ) -> list[str]:
+    """For `persmem hooks install --target codex`: trust the installed hooks, or, when Codex cannot be asked
+    (not installed, refused), the reason and the manual way (/hooks). Never raises."""
+    try:
+        return trust_our_hooks(codex_home, environ)
+    except (UserError, OSError, ValueError) as exc:
+        return [str(exc), "Codex asks you to review and trust new hooks before they run: open /hooks in Codex."]
+
+
+def doctor_checks(environ=os.environ) -> list:
+    """persmem doctor: WARN when Codex would skip a persmem hook (untrusted or changed since trusted) or cannot be
+    asked; PASS when it trusts them all; nothing when no persmem hook is in Codex's hooks.json."""
+    from persmem_core.sdk import pass_, warn
+
+    from .hook import targets
+
+    codex = targets(environ)["codex"]
+    try:
+        if not codex.hooks_file.is_file() or not any(is_ours({"type": "command", "command": line})
+                                                      for line in codex.hooks_file.read_text().splitlines()):
+            return []
+        pending = untrusted_hooks(codex.folder, environ)
+    except (UserError, OSError, ValueError) as exc:
+        return [warn("codex hooks trust", str(exc))]
+    if pending:
+        events = ", ".join(sorted(f"{hook['eventName']} ({hook['trustStatus']})" for hook in pending))
+        return [warn("codex hooks trust", f"Codex skips these persmem hooks until they are trusted: {events}. "
+                     "Run `persmem hooks install --target codex` (it trusts them) or open /hooks in Codex.")]
+    return [pass_("codex hooks trust", f"Codex trusts persmem's hooks in {codex.hooks_file}")]
