@@ -20,6 +20,7 @@ Modules, one job each:
 - `panel/`        its template
 - `commands.py`   `persmem hooks ...` and `persmem sessions ...`
 - `installer.py`  putting the hooks into Claude Code's and Codex's settings, checking them, taking them out
+- `codex_trust.py` trusting persmem's Codex hooks through `codex app-server` (hooks/list, config/value/write), and which are untrusted
 - `importer.py`   `persmem sessions import`: the transcripts the clients already wrote on this machine
 - `import_owner.py` whose sessions an import files them under (the agent the installed hooks speak for), and which are archived already
 - `transcripts.py` turns out of the clients' transcript lines
