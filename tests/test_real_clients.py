@@ -129,10 +129,10 @@ def test_codex_trusted_hooks_bring_the_briefing_and_the_mcp_tools_answer_and_the
     started = time.monotonic()
     server = machine.server
     server.call_tool("memory_store", {"content": PINNED, "memory_type": "directive"}, agent="kite")
-    done = subprocess.run([str(PERSMEM), "hooks", "install", "--target", "codex", "--agent", "kite"],
-                          env=machine.env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
     environ = machine.env | {"PERSMEM_CODEX_BIN": str(CODEX)}
+    done = subprocess.run([str(PERSMEM), "hooks", "install", "--target", "codex", "--agent", "kite",
+                           "--no-codex-trust"], env=environ, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
     with ModelApi(["Hello."]) as api:
         codex_config(machine, api)
         run_codex(machine, api, "Say hello.")
@@ -140,7 +140,10 @@ def test_codex_trusted_hooks_bring_the_briefing_and_the_mcp_tools_answer_and_the
         assert len(codex_trust.untrusted_hooks(machine.codex, environ)) == 5
         [check] = codex_trust.doctor_checks(environ)
         assert check.status == "WARN" and "sessionStart (untrusted)" in check.detail, check
-        assert "trusted persmem's Codex hooks" in codex_trust.after_install(machine.codex, environ)[0]
+        trusted = subprocess.run([str(PERSMEM), "hooks", "install", "--target", "codex", "--agent", "kite"],
+                                 env=environ, capture_output=True, text=True, timeout=60)
+        assert trusted.returncode == 0 and "only after it is trusted" in trusted.stdout, trusted.stderr
+        assert "trusted persmem's Codex hooks" in trusted.stdout, trusted.stdout
         assert codex_trust.untrusted_hooks(machine.codex, environ) == []
         assert [check.status for check in codex_trust.doctor_checks(environ)] == ["PASS"]
         assert "already trusts" in codex_trust.trust_our_hooks(machine.codex, environ)[0]

@@ -21,11 +21,21 @@ def _chosen(target: str, install: bool = False):
     return list(found.values()) if target == "all" else [found[target]]
 
 
-def _after_codex_install(target, lines: list[str]) -> None:
-    """What follows a change to Codex's hooks.json. The one place where trusting the installed hooks through
-    Codex's app-server (codex_trust.py, written by another change) is to be called; until then, the hint."""
-    if "nothing to change" not in lines[0]:
-        click.echo("  Codex asks you to review and trust new hooks before they run: open /hooks in Codex.")
+def _after_codex_install(target, trust: bool) -> None:
+    """After Codex's hooks.json is written: Codex runs a new or changed hook only once the user trusts it (its /hooks
+    screen, keyed by the hook's hash), and skips it silently until then. Say so, then (unless --no-codex-trust)
+    trust persmem's own hooks through Codex's app-server (codex_trust.py: Codex computes the hashes) and check."""
+    click.echo("  Codex runs a new or changed hook only after it is trusted (its /hooks screen); until then it skips "
+               "it without a word.")
+    if not trust:
+        click.echo("  --no-codex-trust: open /hooks in Codex and trust persmem's hooks there.")
+        return
+    from .codex_trust import after_install
+
+    click.echo("  Trusting persmem's own hooks through Codex's app-server (the hashes Codex computes, written where "
+               "its /hooks screen writes them; no other hook is touched):")
+    for line in after_install(target.folder, os.environ):
+        click.echo(f"  {line}")
 
 
 def _read_token(token_file: str | None) -> str:
@@ -59,7 +69,10 @@ def hooks() -> None:
 @click.option("--token-file", type=click.Path(dir_okay=False),
               help="With --url: read the agent's token from this file (else $PERSMEM_TOKEN, else stdin). It is "
                    "copied to ~/.config/persmem/hook-token-AGENT (mode 600), never into the settings.")
-def install(target: str, agent: str | None, url: str | None, token_file: str | None) -> None:
+@click.option("--no-codex-trust", is_flag=True,
+              help="Leave trusting the hooks to you in Codex's /hooks screen (by default they are trusted through "
+                   "Codex's app-server, which computes their hashes).")
+def install(target: str, agent: str | None, url: str | None, token_file: str | None, no_codex_trust: bool) -> None:
     """Add the hooks to ~/.claude/settings.json and/or ~/.codex/hooks.json (idempotent; backs up each file)."""
     from .installer import hook_command, install as install_target, install_remote
 
@@ -77,7 +90,7 @@ def install(target: str, agent: str | None, url: str | None, token_file: str | N
             click.echo(line)
         codex = [t for t in _chosen(target, install=True) if t.client == "codex"]
         for t in codex:
-            _after_codex_install(t, [""])
+            _after_codex_install(t, not no_codex_trust)
         return
     from persmem_core.sdk import get_host, served_agent
 
@@ -89,7 +102,7 @@ def install(target: str, agent: str | None, url: str | None, token_file: str | N
         for line in lines:
             click.echo(line)
         if t.client == "codex":
-            _after_codex_install(t, lines)
+            _after_codex_install(t, not no_codex_trust)
 
 
 @hooks.command()

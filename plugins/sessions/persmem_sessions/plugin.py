@@ -93,3 +93,11 @@ def reseal(host, sealer, progress, dry_run):
     from .service import data_folder
 
     return reseal_sessions(data_folder(host), sealer, progress, dry_run)
+
+
+@hookimpl
+def doctor(host):
+    """Whether Codex trusts persmem's hooks (it skips an untrusted or changed hook without a word)."""
+    from .codex_trust import doctor_checks
+
+    return doctor_checks(host.environ)
