@@ -94,3 +94,23 @@ class Costs:
         parts = [f"{name} {tokens:,} ({count} tool{'s' if count != 1 else ''})"
                  for name, (count, tokens) in self.per_set().items()]
         return ", ".join(parts) + f"; {ALL_SETS} {self.of_sets([ALL_SETS]):,} {self.unit()}"
+
+
+def tool_sets_text(host, name: str) -> str:
+    """For `persmem agent tools` and `persmem connect`: what agent `name` is given and what it costs, then the
+    other sets and how to add one."""
+    from persmem_core.invocation import persmem_line
+    from persmem_core.tool_sets import sets_of
+
+    costs, sets = Costs(host), sets_of(host, name)
+    record = host.agents.agents().get(name)
+    chosen = "" if record is not None and record.tool_sets is not None else " ([tools] default_sets)"
+    lines = [f"agent {name}: tool sets {', '.join(sets) or 'none'}{chosen}: {costs.of_sets(sets):,} "
+             f"{costs.unit()} of tool definitions in every session"]
+    others = [(set_name, count, tokens) for set_name, (count, tokens) in costs.per_set().items()
+              if ALL_SETS not in sets and set_name not in sets]
+    if others:
+        lines.append("  not given: " + ", ".join(f"{n} (+{t:,}, {c} tool{'s' if c != 1 else ''})"
+                                                 for n, c, t in others))
+        lines.append(f"  add sets: {persmem_line('agent', 'tools', name, '--add', 'SET[,SET...]')}")
+    return "\n".join(lines)

@@ -7,31 +7,30 @@ given a list of sets (`persmem agent tools NAME --add workspace`, `persmem agent
 sessions and mail). `all` stands for every set. A connection lists only its agent's sets, and a call to a tool
 outside them is refused with the command that adds its set: each listed tool costs tokens in every session
 (tool_costs.py counts them), and an assistant that already has a shell does not need a second one.
+
+`host` below is a persmem_core.host.Host and `spec` one of its ToolSpecs (not imported: host.py checks set names
+with this module's SET_NAME_RE).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from persmem_core.errors import UserError
 from persmem_core.invocation import persmem_line
-
-if TYPE_CHECKING:
-    from persmem_core.host import Host, ToolSpec
 
 SET_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 ALL_SETS = "all"
 DEFAULT_SETS_ENV = "PERSMEM_DEFAULT_TOOL_SETS"
 
 
-def known_sets(host: Host) -> list[str]:
+def known_sets(host) -> list[str]:
     """The sets the loaded plugins' tools belong to, sorted."""
     return sorted({spec.tool_set for spec in host.collect_tools()})
 
 
-def parse_sets(host: Host, text: str | Iterable[str]) -> list[str]:
+def parse_sets(host, text: str | Iterable[str]) -> list[str]:
     """`text` ("memory,mail" or a list) as a list of set names, each checked against the known sets (or `all`);
     an unknown one is refused naming the known sets."""
     names = [part.strip() for part in (text.split(",") if isinstance(text, str) else text) if part.strip()]
@@ -45,7 +44,7 @@ def parse_sets(host: Host, text: str | Iterable[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def default_sets(host: Host) -> list[str]:
+def default_sets(host) -> list[str]:
     """The sets of an agent never given its own: PERSMEM_DEFAULT_TOOL_SETS (a,b), else `[tools] default_sets`."""
     from_env = host.environ.get(DEFAULT_SETS_ENV, "")
     if from_env.strip():
@@ -53,7 +52,7 @@ def default_sets(host: Host) -> list[str]:
     return list(host.section("tools").default_sets)
 
 
-def sets_of(host: Host, agent: str) -> list[str]:
+def sets_of(host, agent: str) -> list[str]:
     """The sets `agent` is given: its own choice, else the default sets."""
     record = host.agents.agents().get(agent)
     if record is not None and record.tool_sets is not None:
@@ -61,18 +60,12 @@ def sets_of(host: Host, agent: str) -> list[str]:
     return default_sets(host)
 
 
-def in_sets(spec: ToolSpec, sets: Iterable[str]) -> bool:
+def in_sets(spec, sets: Iterable[str]) -> bool:
     sets = set(sets)
     return ALL_SETS in sets or spec.tool_set in sets
 
 
-def tool_names_for(host: Host, agent: str) -> set[str]:
-    """The names of the tools `agent`'s connections list."""
-    sets = sets_of(host, agent)
-    return {spec.name for spec in host.collect_tools() if in_sets(spec, sets)}
-
-
-def outside_sets_message(spec: ToolSpec, agent: str, sets: list[str]) -> str:
+def outside_sets_message(spec, agent: str, sets: list[str]) -> str:
     """A refused call to a tool outside the caller's sets: which set it is in and the command that adds it."""
     return (f"{spec.name} is in the tool set {spec.tool_set!r}, which agent {agent!r} is not given (its sets: "
             f"{', '.join(sets) or 'none'}). The operator adds it with `"

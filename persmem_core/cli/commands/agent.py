@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from persmem_core.invocation import persmem_line
+from persmem_core.tool_costs import tool_sets_text
 
 
 @click.group()
@@ -79,25 +80,6 @@ def tools_(name: str, added: str | None, removed: str | None, replaced: str | No
             gone |= set(known_sets(host))
         host.agents.set_tool_sets(name, [s for s in dict.fromkeys(sets) if s not in gone])
     click.echo(tool_sets_text(host, name))
-
-
-def tool_sets_text(host, name: str) -> str:
-    """What agent `name` is given and what it costs, then the other sets and how to add one."""
-    from persmem_core.tool_costs import Costs
-    from persmem_core.tool_sets import ALL_SETS, sets_of
-
-    costs, sets = Costs(host), sets_of(host, name)
-    record = host.agents.agents().get(name)
-    chosen = "" if record is not None and record.tool_sets is not None else " ([tools] default_sets)"
-    lines = [f"agent {name}: tool sets {', '.join(sets) or 'none'}{chosen}: {costs.of_sets(sets):,} "
-             f"{costs.unit()} of tool definitions in every session"]
-    others = [(set_name, count, tokens) for set_name, (count, tokens) in costs.per_set().items()
-              if ALL_SETS not in sets and set_name not in sets]
-    if others:
-        lines.append("  not given: " + ", ".join(f"{n} (+{t:,}, {c} tool{'s' if c != 1 else ''})"
-                                                 for n, c, t in others))
-        lines.append(f"  add sets: {persmem_line('agent', 'tools', name, '--add', 'SET[,SET...]')}")
-    return "\n".join(lines)
 
 
 @agent.command("token")

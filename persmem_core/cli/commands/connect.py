@@ -65,7 +65,7 @@ def connect(agent_name: str, url: str | None, rotate: bool, show_token: bool, to
     """Print setup for Claude Code, Codex CLI, Claude Desktop and a claude.ai connector URL."""
     from persmem_core.auth.token_files import read_token, token_file
     from persmem_core.cli.commands import get_host
-    from persmem_core.cli.commands.agent import tool_sets_text
+    from persmem_core.tool_costs import tool_sets_text
     from persmem_core.tool_sets import parse_sets
 
     host = get_host()
