@@ -6,6 +6,7 @@ run imported first."""
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from pathlib import Path
 
 import httpx2
@@ -18,6 +19,18 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TESTS = Path(__file__).parent
 CLAUDE_SESSION = "7f3c2a10-5b8e-4c1d-9a2f-6e4b8d0c1a23"
 CODEX_SESSION = "0199a2d7-41c4-78b1-b7cc-a45d62a89cd5"
+PLUGIN_SOURCE = Path(__file__).resolve().parents[1]
+
+
+def plugin_env() -> dict[str, str]:
+    """Until the sessions plugin is pip-installed (its helper does that), load it from its folder."""
+    try:
+        metadata.distribution("persmem-plugin-sessions")
+        return {}
+    except metadata.PackageNotFoundError:
+        return {"PERSMEM_PLUGIN_MODULES": "persmem_sessions.plugin", "PYTHONPATH": str(PLUGIN_SOURCE)}
+
+
 NO_MEMORY = {"PERSMEM_DISABLE_PLUGINS": "memory_hnsw"}
 
 # Every secret planted in the fixtures' transcripts, and how many redactions each file's capture counts

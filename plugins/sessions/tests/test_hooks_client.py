@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import uuid
-from importlib import metadata
 from pathlib import Path
 
 import httpx2
@@ -23,23 +22,15 @@ import pytest
 
 from persmem_core.sdk import socket_path as core_socket_path
 from persmem_core.sdk.testing import clean_env, start_server
+from sessions_testkit import plugin_env
 
 PERSMEM = Path(sys.executable).parent / "persmem"
-PLUGIN_SOURCE = Path(__file__).resolve().parents[1]
 MODULE = "persmem_sessions.hook"
 HANDOFF = ("Handoff for proj-alpha: the importer's retry loop is fixed; next step is the flaky "
            "test_backfill_progress_bar on slow disks.")
 MEMORY = ("Decision: the heron service stores its thumbnails in the cold-storage bucket 'heron-thumbs' with a "
           "30 day lifecycle rule.")
 
-
-def plugin_env() -> dict[str, str]:
-    """Until the sessions plugin is pip-installed (its helper does that), load it from its folder."""
-    try:
-        metadata.distribution("persmem-plugin-sessions")
-        return {}
-    except metadata.PackageNotFoundError:
-        return {"PERSMEM_PLUGIN_MODULES": "persmem_sessions.plugin", "PYTHONPATH": str(PLUGIN_SOURCE)}
 
 
 class Client:

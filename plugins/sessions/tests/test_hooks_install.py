@@ -11,16 +11,15 @@ import shlex
 import subprocess
 import sys
 import tomllib
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from persmem_core.sdk import AgentStore
 from persmem_core.sdk.testing import clean_env
+from sessions_testkit import plugin_env
 
 PERSMEM = Path(sys.executable).parent / "persmem"
-PLUGIN_SOURCE = Path(__file__).resolve().parents[1]
 MODULE = "persmem_sessions.hook"
 EVENTS = ["SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"]
 
@@ -48,14 +47,6 @@ web_search_request = true
 model = "gpt-5-mini"
 """
 
-
-def plugin_env() -> dict[str, str]:
-    """Until the sessions plugin is pip-installed (its helper does that), load it from its folder."""
-    try:
-        metadata.distribution("persmem-plugin-sessions")
-        return {}
-    except metadata.PackageNotFoundError:
-        return {"PERSMEM_PLUGIN_MODULES": "persmem_sessions.plugin", "PYTHONPATH": str(PLUGIN_SOURCE)}
 
 
 @pytest.fixture
@@ -221,7 +212,7 @@ def test_codex_hooks_switch_is_one_line_and_every_other_line_and_comment_stays(u
 
 def test_all_skips_a_client_that_is_not_set_up_here(user):
     user.codex.rmdir()
-    done = persmem(user, "hooks", "install", "--target", "all")
+    persmem(user, "hooks", "install", "--target", "all")
     assert not user.codex.exists()
     assert len(our_handlers(json.loads((user.claude / "settings.json").read_text()), "Stop")) == 1
 

@@ -14,27 +14,19 @@ import stat
 import subprocess
 import sys
 import uuid
-from importlib import metadata
 from pathlib import Path
 
 import httpx2
 import pytest
 
 from persmem_core.sdk.testing import clean_env, start_server
+from sessions_testkit import PLUGIN_SOURCE, plugin_env
 
 PERSMEM = Path(sys.executable).parent / "persmem"
-PLUGIN_SOURCE = Path(__file__).resolve().parents[1]
 HOOK_FILE = PLUGIN_SOURCE / "persmem_sessions" / "hook.py"
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 HANDOFF = "Handoff for proj-remote: the ledger export is merged; next, its retry on timeouts."
 
-
-def plugin_env() -> dict[str, str]:
-    try:
-        metadata.distribution("persmem-plugin-sessions")
-        return {}
-    except metadata.PackageNotFoundError:
-        return {"PERSMEM_PLUGIN_MODULES": "persmem_sessions.plugin", "PYTHONPATH": str(PLUGIN_SOURCE)}
 
 
 @pytest.fixture(scope="module")

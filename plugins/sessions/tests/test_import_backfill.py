@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import uuid
-from importlib import metadata
 from pathlib import Path
 
 import httpx2
@@ -19,19 +18,11 @@ import pytest
 from persmem_core.sdk.testing import RunningServer, clean_env, free_port, start_server
 from sessions_testkit import archived as session_text
 from sessions_testkit import session_metas
+from sessions_testkit import plugin_env
 
 PERSMEM = Path(sys.executable).parent / "persmem"
-PLUGIN_SOURCE = Path(__file__).resolve().parents[1]
 SECRET = "sk-ant-api03-" + "Zq7" * 30  # an Anthropic API key's shape
 
-
-def plugin_env() -> dict[str, str]:
-    """Until the sessions plugin is pip-installed, load it from its folder."""
-    try:
-        metadata.distribution("persmem-plugin-sessions")
-        return {}
-    except metadata.PackageNotFoundError:
-        return {"PERSMEM_PLUGIN_MODULES": "persmem_sessions.plugin", "PYTHONPATH": str(PLUGIN_SOURCE)}
 
 
 # -- transcripts in the clients' formats ------------------------------------------------------------------------
