@@ -73,6 +73,17 @@ class Issued(msgspec.Struct, kw_only=True):
     secret_path: str | None = None
 
 
+def _live(registry: Registry, name: str) -> AgentRecord:
+    """`name`'s record when the agent exists and is not revoked; otherwise a UserError saying how to make it."""
+    record = registry.agents.get(name)
+    if record is None or record.revoked is not None:
+        raise UserError(
+            f"no active agent named {name!r}: `{persmem_line('agent', 'add', name)}` creates it; "
+            f"`{persmem_line('agent', 'list')}` shows the agents."
+        )
+    return record
+
+
 class AgentStore:
     """The agents.json registry: lookups for the server, changes for the CLI."""
 
@@ -155,6 +166,10 @@ class AgentStore:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    def _put(self, registry: Registry, name: str, record: AgentRecord) -> None:
+        """Save `registry` with `name`'s record replaced by `record` (the caller holds the lock)."""
+        self._save(Registry(agents={**registry.agents, name: record}))
+
     def _save(self, registry: Registry) -> None:
         atomic_write_bytes(self.path, msgspec.json.format(msgspec.json.encode(registry), indent=2) + b"\n")
         self._cache_key = None
@@ -185,9 +200,7 @@ class AgentStore:
             if secret_path:
                 issued.secret_path = secrets.token_urlsafe(32)
                 record.path_sha256 = secret_sha256(issued.secret_path)
-            agents = dict(registry.agents)
-            agents[name] = record
-            self._save(Registry(agents=agents))
+            self._put(registry, name, record)
             self._keep(issued)
         return issued
 
@@ -206,12 +219,7 @@ class AgentStore:
         if not (token or secret_path):
             raise UserError("say which credential to issue: a token, a secret path, or both.")
         with self._locked() as registry:
-            record = registry.agents.get(name)
-            if record is None or record.revoked is not None:
-                raise UserError(
-                    f"no active agent named {name!r}: `{persmem_line('agent', 'add', name)}` creates it; "
-                    f"`{persmem_line('agent', 'list')}` shows the agents."
-                )
+            record = _live(registry, name)
             issued = Issued(name=name)
             changes = {}
             if token:
@@ -220,9 +228,7 @@ class AgentStore:
             if secret_path:
                 issued.secret_path = secrets.token_urlsafe(32)
                 changes["path_sha256"] = secret_sha256(issued.secret_path)
-            agents = dict(registry.agents)
-            agents[name] = msgspec.structs.replace(record, **changes)
-            self._save(Registry(agents=agents))
+            self._put(registry, name, msgspec.structs.replace(record, **changes))
             if issued.token:
                 keep_token(self.path.parent, name, issued.token)
         return issued
@@ -231,15 +237,8 @@ class AgentStore:
         """Give the live agent `name` these tool sets (None: back to [tools] default_sets)."""
         check_name(name)
         with self._locked() as registry:
-            record = registry.agents.get(name)
-            if record is None or record.revoked is not None:
-                raise UserError(
-                    f"no active agent named {name!r}: `{persmem_line('agent', 'add', name)}` creates it; "
-                    f"`{persmem_line('agent', 'list')}` shows the agents."
-                )
-            agents = dict(registry.agents)
-            agents[name] = msgspec.structs.replace(record, tool_sets=None if sets is None else list(sets))
-            self._save(Registry(agents=agents))
+            record = _live(registry, name)
+            self._put(registry, name, msgspec.structs.replace(record, tool_sets=None if sets is None else list(sets)))
 
     def revoke(self, name: str) -> None:
         """Remove `name`'s credentials; the name stays listed as revoked."""
@@ -248,7 +247,5 @@ class AgentStore:
             record = registry.agents.get(name)
             if record is None or record.revoked is not None:
                 raise UserError(f"no active agent named {name!r}; `{persmem_line('agent', 'list')}` shows them.")
-            agents = dict(registry.agents)
-            agents[name] = AgentRecord(created=record.created, revoked=_now())
-            self._save(Registry(agents=agents))
+            self._put(registry, name, AgentRecord(created=record.created, revoked=_now()))
             forget_token(self.path.parent, name)
