@@ -46,8 +46,10 @@ def standing_preferences(memory: AgentMemory, collection: str, project: str, *, 
     for name in dict.fromkeys(p for p in (project, GENERAL_PROJECT) if p):
         for m in memory.typed(collection, PREFERENCE_TYPES, name, limit=limit, now=now):
             found.setdefault(m.id, m)
+        # keywords only: the words are what SAYS_PREFERENCE checks, and embedding this fixed query at every
+        # session start would cost a model run (and a wait for unembedded stores) for nothing
         hits = memory.search(collection, PREFERENCE_WORDS, top_k=limit * 3, filters=Filters(project=name),
-                             include_superseded=False, include_expired=False)
+                             mode="lexical", include_superseded=False, include_expired=False)
         for hit in hits:
             m = hit.memory
             if m.type not in BOOTSTRAP_TYPES | {"handoff"} and SAYS_PREFERENCE.search(m.content[:400]):
