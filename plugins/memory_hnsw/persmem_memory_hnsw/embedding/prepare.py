@@ -34,18 +34,26 @@ from persmem_core.sdk import UserError, atomic_write_bytes, fsync_dir, sha256_fi
 
 log = logging.getLogger("persmem.memory.embedder")
 
-PREPARATION = "dynamic-int8-per-channel-1"  # change when the preparation changes: every cache entry is remade
+PREPARATION = "dynamic-int8-per-channel-per-token-2"  # change when the preparation changes: every entry is remade
+PER_TOKEN = Path(__file__).with_name("per_token.py")  # the graph rewrite the child runs; its text is in the key
 
 _QUANTIZE = """
-import sys
+import importlib.util, sys
+import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import QuantType, quantize_dynamic
-source, folded, made = sys.argv[1:4]
+source, folded, quantized, made, rewriter = sys.argv[1:6]
 options = ort.SessionOptions()  # basic optimisations fold the int8 -> float casts into float weights
 options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
 options.optimized_model_filepath = folded
 ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
-quantize_dynamic(folded, made, weight_type=QuantType.QInt8, per_channel=True)
+quantize_dynamic(folded, quantized, weight_type=QuantType.QInt8, per_channel=True)
+spec = importlib.util.spec_from_file_location("per_token", rewriter)  # by path: no plugin import in the child
+per_token = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(per_token)
+model = onnx.load(quantized)
+per_token.rewrite(model)  # one scale per token, not per batch: a text's vector is the same in any batch
+onnx.save(model, made)
 """
 
 
@@ -83,7 +91,8 @@ def user_model_cache(environ=os.environ) -> Path | None:
 
 
 def cache_key(source_sha256: str) -> str:
-    return hashlib.sha256(f"{source_sha256}\n{PREPARATION}\n{_QUANTIZE}".encode()).hexdigest()[:32]
+    rewrite = PER_TOKEN.read_text(encoding="utf-8")
+    return hashlib.sha256(f"{source_sha256}\n{PREPARATION}\n{_QUANTIZE}\n{rewrite}".encode()).hexdigest()[:32]
 
 
 class Preparation:
@@ -96,7 +105,8 @@ class Preparation:
         self._cancelled.set()
 
     def prepared(self, source: Path, source_sha256: str, folder: Path) -> Path:
-        """`source` quantized dynamically (int8, per-channel weights), from the cache entry when it is whole."""
+        """`source` quantized dynamically (int8, per-channel weights, per-token activations), from the cache entry
+        when it is whole."""
         entry = folder / cache_key(source_sha256)
         target = entry / "model.onnx"
         if self._whole(target, source_sha256):
@@ -129,11 +139,12 @@ class Preparation:
                     raise PreparationStopped("the model preparation was stopped (the server is stopping).") from None
 
     def _make(self, source: Path, source_sha256: str, entry: Path, target: Path) -> None:
-        folded, made = entry / f".{os.getpid()}-folded.onnx", entry / f".{os.getpid()}-dynamic.onnx"
+        folded, quantized, made = (entry / f".{os.getpid()}-{step}.onnx" for step in ("folded", "dynamic", "per-token"))
         target.with_name("model.onnx.json").unlink(missing_ok=True)  # a record names only a whole file
         started = time.monotonic()
         try:
-            child = subprocess.Popen([sys.executable, "-c", _QUANTIZE, str(source), str(folded), str(made)],
+            arguments = [str(path) for path in (source, folded, quantized, made, PER_TOKEN)]
+            child = subprocess.Popen([sys.executable, "-c", _QUANTIZE, *arguments],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)  # a terminal's Ctrl-C is the server's to act on
             errors = self._wait(child)
@@ -145,9 +156,10 @@ class Preparation:
             fsync_dir(entry)
             record = Prepared(source_sha256=source_sha256, sha256=sha256_file(target))
             atomic_write_bytes(target.with_name("model.onnx.json"), msgspec.json.encode(record))
-            log.info("prepared %s (dynamic int8) from %s in %.1f s", target, source, time.monotonic() - started)
+            log.info("prepared %s (dynamic int8, per-token) from %s in %.1f s", target, source,
+                     time.monotonic() - started)
         finally:
-            for path in (folded, made):
+            for path in (folded, quantized, made):
                 path.unlink(missing_ok=True)
 
     def _wait(self, child: subprocess.Popen) -> str:
