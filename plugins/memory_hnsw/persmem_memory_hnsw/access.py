@@ -79,6 +79,10 @@ class AgentMemory:
         return col.unlink(memory_id, supersedes_id=supersedes_id, by=self.agent,
                           editors=editors_in(self.config, collection))
 
+    def link(self, collection: str, memory_id: str, supersedes: list[str]) -> Memory:
+        col = self._visible(collection, memory_id)
+        return col.link(memory_id, supersedes=supersedes, by=self.agent, editors=editors_in(self.config, collection))
+
     def validate(self, collection: str, memory_id: str, *, helpful: bool, note: str) -> Memory:
         return self._visible(collection, memory_id).validate(memory_id, by=self.agent, helpful=helpful, note=note)
 
@@ -204,6 +208,16 @@ class AgentMemory:
         return col.recent(types=BOOTSTRAP_TYPES, limit=50,
                           predicate=lambda m: pinned_for(self.agent, m) and (not current_only
                                                                              or col.is_current(m, now)))
+
+    def replacement_of(self, collection: str, memory: Memory, now: float) -> Memory | None:
+        """The later memory that restates `memory` (lifecycle/restatement.py), when the agent may see it and it
+        still holds; None otherwise."""
+        col = self._memories.collection(collection)
+        later = col.replacement_of(memory.id)
+        if later is None or not visible_to(self.config, collection, self.agent, later) or not col.is_current(
+                col.memories.get(later.id) or later, now):
+            return None
+        return later
 
     def handoffs(self, collection: str, project: str, *, limit: int, current_only: bool,
                  now: float) -> list[Memory]:

@@ -10,6 +10,7 @@ of writing/ bound here as a method, and a collaborator keeps each side job:
 - cluster/collection_stream.py  on a cluster: following the memory stream (writing/from_stream.py applies it)
 - store/retrievals.py    how often each memory was retrieved (statistics, saved with the index)
 - embedding/tickets.py   numbered stores a search waits for
+- lifecycle/restatement.py  which older memories each memory may restate (store replies, searches, briefings)
 A write that returned is in the log; everything else can be rebuilt from it (store/replay.py, on open).
 Read path: embed the query outside the lock -> read lock -> rank the rows (search/ranking.py) -> read the
 winners' entries back from the log.
@@ -32,6 +33,7 @@ from persmem_core.sdk import Sealer, UserError
 from .cluster.collection_stream import CollectionStream
 from .config import MemoryConfig
 from .embedding.tickets import EmbeddingTickets
+from .lifecycle.restatement import Restatements, replaced_by, worked_out
 from .permissions import check_visible, is_private
 from .search.ranking import Hit, rank
 from .store.retrievals import RetrievalCounts
@@ -50,6 +52,8 @@ from .store.new_memory import NewMemory
 log = logging.getLogger("persmem.memory")
 
 __all__ = ["Collection", "Hit", "NewMemory", "WriteFailed"]
+
+MAX_RESTATEMENTS_FOLLOWED = 3  # later restatements of a restatement a briefing follows
 
 
 class Collection:
@@ -73,6 +77,7 @@ class Collection:
         self.tickets = EmbeddingTickets()  # stores queued for the background embedder; a search waits for them
         self.retrievals = RetrievalCounts(name, self.folder, self.sealer)
         self.stream = CollectionStream(self, replication)
+        self.restatements = Restatements()  # which older memories each memory may restate (worked out on use)
 
     @property
     def memories(self) -> dict[str, Head]:
@@ -88,6 +93,7 @@ class Collection:
     update = changes.update
     delete = changes.delete
     unlink = changes.unlink
+    link = changes.link
     validate = changes.validate
     write_consolidated = changes.write_consolidated
     restore_lifecycle = changes.restore_lifecycle
@@ -240,7 +246,8 @@ class Collection:
             self.wait_embedded(self.config.search_waits_ms / 1000.0)
         view = LifecycleView(config=self.config, now=time.time(), include_superseded=include_superseded,
                              include_expired=include_expired, recency_weight=recency_weight,
-                             private=is_private(self.config, self.name), usage=self.retrievals.counts)
+                             private=is_private(self.config, self.name), usage=self.retrievals.counts,
+                             restates=self.restates)
         # In a private collection a search for one author (each agent's own, permissions.own_filters) ranks that
         # author's rows alone, by their own keyword statistics: the others' words never move its scores.
         visible = filters.author if view.private else None
@@ -290,6 +297,23 @@ class Collection:
         if memory_id in self.rows.unembedded:
             return self.embedder.embed_chunks([self.memory_of(memory_id).content])[0]
         return self.logged_vectors(memory_id)
+
+    def restates(self, head: Head) -> tuple[str, ...]:
+        """The older memories `head` most likely restates (lifecycle/restatement.py): a search ranks them below
+        it, a briefing shows it instead of them. Lock held."""
+        return self.restatements.below(head, self.rows, lambda h: worked_out(self, h))
+
+    def replacement_of(self, memory_id: str) -> Memory | None:
+        """The latest memory restating `memory_id` (following later restatements of it, a few steps), as a
+        briefing shows it instead; None when nothing restates it (lifecycle/restatement.py)."""
+        with self.lock.gen_rlock():
+            head, latest = self.memories.get(memory_id), None
+            for _ in range(MAX_RESTATEMENTS_FOLLOWED):
+                head = replaced_by(self, head) if head is not None else None
+                if head is None:
+                    break
+                latest = head
+            return None if latest is None else self.memory_of(latest.id)
 
     # -- the lifecycle as the tools and panels show it -------------------------------------------------------------
     def lifecycle_of(self, memory_id: str, now: float | None = None) -> dict:

@@ -110,17 +110,28 @@ class MemoryConfig(ConfigSection):
     ] = 2
     restated_min_similarity: Annotated[
         float, Meta(ge=0.0, le=1.0,
-                    description="Among a search's best results, an older memory ranks just below a later one of the "
-                                "same project and author that is this similar in meaning (cosine) and answers the "
-                                "query nearly as well (restated_min_score_ratio): the later statement wins, the older "
-                                "one is marked restated_by. No link is stored. 1 turns this off.")
-    ] = 0.6
+                    description="A new memory may restate the older memory of its project closest to it in meaning "
+                                "when their cosine is at least this and it stands out from the project's other "
+                                "memories (restated_min_lead): memory_store's reply names it (may_replace), a search "
+                                "ranks it just below the new one (marked restated_by), a briefing shows the new one "
+                                "instead. No link is stored. 1 turns the search and briefing side off.")
+    ] = 0.35
+    restated_min_lead: Annotated[
+        float, Meta(ge=0.0, le=1.0,
+                    description="How much closer in meaning (cosine) that older memory must be than the mean of "
+                                "the project's next 8 closest, for a new memory to be taken as restating it.")
+    ] = 0.18
+    restated_min_lead_changed: Annotated[
+        float, Meta(ge=0.0, le=1.0,
+                    description="The same, when the new memory says something changed (\"now\", \"moved\", "
+                                "\"instead\", \"no longer\", \"switched\"...).")
+    ] = 0.05
     restated_min_score_ratio: Annotated[
         float, Meta(ge=0.0, le=1.0,
                     description="How well the later memory must answer the query, as a fraction of the older one's "
-                                "search score, for the older one to rank below it (restated_min_similarity); a still "
-                                "true older memory asked about by its own words keeps its place.")
-    ] = 0.7
+                                "search score, for the older one to rank below it; a still true older memory asked "
+                                "about by its own words keeps its place.")
+    ] = 0.2
     superseded_weight: Annotated[
         float, Meta(ge=0.0, le=1.0, description="Search score factor of a superseded memory (it ranks below the "
                                                 "memory that replaced it; memory_search include_superseded=false "

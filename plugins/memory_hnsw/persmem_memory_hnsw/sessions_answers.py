@@ -25,7 +25,7 @@ from .collection import Hit, NewMemory, WriteFailed
 from .store.contexts import MAX_CONTEXT_CHARS, conversation_contexts
 from .permissions import BOOTSTRAP_TYPES
 from .store.query import Filters
-from .store.records import Memory, iso, parse_iso
+from .store.records import Memory, iso, parse_iso, review_due
 from .search.replies import above_floor, shaped_content
 from .access import AgentMemory
 from .preferences import asks_for_preferences, standing_preferences
@@ -233,14 +233,26 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
                 found.setdefault(hit.memory.id, hit)
         if len(found) >= top_k or not project:
             break
-    recalled += [_recalled(hit.memory, round(hit.dense, 3)) for hit in found.values()]
+    now = time.time()
+    for hit in found.values():
+        later = memory.replacement_of(MEMORIES, hit.memory, now)
+        if later is None:
+            recalled.append(_recalled(hit.memory, round(hit.dense, 3), now))
+        elif later.id not in exclude and all(item["id"] != later.id for item in recalled):
+            recalled.append(_recalled(later, round(hit.dense, 3), now, replaces=hit.memory))
     return recalled[:top_k]
 
 
-def _recalled(memory: Memory, score: float) -> dict:
-    """One recall answer (the sessions plugin's `Recalled`)."""
-    return {"id": memory.id, "score": score, **attribution(memory),
+def _recalled(memory: Memory, score: float, now: float | None = None, replaces: Memory | None = None) -> dict:
+    """One recall answer (the sessions plugin's `Recalled`): `replaces`, the older memory it restates (found
+    in its place); review_due when its review date passed."""
+    item = {"id": memory.id, "score": score, **attribution(memory),
             "text": shaped_content(memory.content, set(), RECALL_PASSAGE_CHARS)["content"], "project": memory.project}
+    if replaces is not None:
+        item["replaces"] = replaces.id
+    if now is not None and review_due(memory.review_after, now):
+        item["review_due"] = True
+    return item
 
 
 def _current_hits(memory: AgentMemory, text: str, *, top_k: int, filters: Filters,
@@ -300,17 +312,36 @@ def briefing(memories: MemoryService, agent: str, project: str, cwd: str, budget
         sections.append(_section(f"Latest handoff in project {project}", handoffs,
                                  int(budget_chars * HANDOFF_SHARE), 1))
     shown = {m.id for m in (*pinned, *handoffs)}
-    preferences = [m for m in standing_preferences(memory, MEMORIES, project, limit=PREFERENCES_MAX, now=now)
-                   if m.id not in shown]
+    replaced: dict[str, Memory] = {}  # shown id -> the older memory it restates (shown in its place)
+    preferences = _current(memory, standing_preferences(memory, MEMORIES, project, limit=PREFERENCES_MAX, now=now),
+                           shown, replaced, now)
     if preferences:
         sections.append(_section(f"Standing preferences{f' in project {project}' if project else ''}",
-                                 preferences, int(budget_chars * PREFERENCE_SHARE), 2))
+                                 preferences, int(budget_chars * PREFERENCE_SHARE), 2, replaced, now))
     shown |= {m.id for m in preferences}
-    relevant = [m for m in _project_memories(memory, project, cwd) if m.id not in shown][:RELEVANT_MAX]
+    relevant = _current(memory, [m for m in _project_memories(memory, project, cwd) if m.id not in shown], shown,
+                        replaced, now)[:RELEVANT_MAX]
     if relevant:
         sections.append(_section(f"Memories relevant to {project or 'this folder'}", relevant,
-                                 int(budget_chars * RELEVANT_SHARE), 3))
+                                 int(budget_chars * RELEVANT_SHARE), 3, replaced, now))
     return [section for section in sections if section["text"]]
+
+
+def _current(memory: AgentMemory, items: list[Memory], shown: set[str], replaced: dict[str, Memory],
+             now: float) -> list[Memory]:
+    """`items` as a session should see them: each one a later memory restates (lifecycle/restatement.py)
+    replaced by that later one, once, and none already `shown`; `replaced` gets later id -> the older one."""
+    out, seen = [], set(shown)
+    for item in items:
+        later = memory.replacement_of(MEMORIES, item, now)
+        current = later or item
+        if current.id in seen:
+            continue
+        seen.add(current.id)
+        if later is not None:
+            replaced[later.id] = item
+        out.append(current)
+    return out
 
 
 def _project_memories(memory: AgentMemory, project: str, cwd: str) -> list[Memory]:
@@ -337,13 +368,14 @@ def _folder_words(cwd: str) -> list[str]:
     return parts[-3:]
 
 
-def _section(title: str, items: list[Memory], chars: int, priority: int) -> dict:
+def _section(title: str, items: list[Memory], chars: int, priority: int, replaced: dict[str, Memory] | None = None,
+             now: float | None = None) -> dict:
     """A briefing section listing `items` within `chars`, one line each (item_line): each whole when it fits its
     share (what a short one leaves goes to the next), else cut and pointing to memory_get; one that cannot show
     ITEM_MIN_CHARS of its text is left out, and the section says so."""
     lines, ids, left = [], [], chars
     for n, memory in enumerate(items):
-        line = item_line(memory, max(left // (len(items) - n), 0))
+        line = item_line(memory, max(left // (len(items) - n), 0), (replaced or {}).get(memory.id), now)
         if len(line) + 1 > left:
             if lines:
                 lines.append(f"({len(items) - n} more left out for space)")
@@ -354,7 +386,7 @@ def _section(title: str, items: list[Memory], chars: int, priority: int) -> dict
     return {"title": title, "text": "\n".join(lines), "priority": priority, "memory_ids": ids}
 
 
-def item_line(memory: Memory, width: int) -> str:
+def item_line(memory: Memory, width: int, replaces: Memory | None = None, now: float | None = None) -> str:
     """One memory as one line of a briefing: a JSON object (persmem_core.sdk.prompt_line) saying who wrote it
     ("by", and "edited_by" when another agent made its current version), its type, date and id, and its text,
     whole when the line fits `width`, else its start (at least ITEM_MIN_CHARS of it) with where the whole is.
@@ -363,6 +395,10 @@ def item_line(memory: Memory, width: int) -> str:
     who = attribution(memory)
     fields = {"by": who["author"], **({"edited_by": who["editor"]} if "editor" in who else {}),
               "type": memory.type, "date": iso(memory.updated)[:10], "id": memory.id}
+    if replaces is not None:  # the older memory it restates, shown in its place: its id and first words
+        fields["replaces"] = f"{replaces.id}: {_first_words(replaces.content)}"
+    if now is not None and review_due(memory.review_after, now):
+        fields["review_due"] = True
     whole = prompt_line({**fields, "text": memory.content})
     if len(whole) <= width:
         return whole
@@ -376,3 +412,11 @@ def item_line(memory: Memory, width: int) -> str:
             break
         room -= len(line) - width
     return line
+
+
+REPLACED_WORDS = 8  # of an older memory a briefing line says it replaces
+
+
+def _first_words(text: str) -> str:
+    words = text.split()
+    return " ".join(words[:REPLACED_WORDS]) + (" …" if len(words) > REPLACED_WORDS else "")

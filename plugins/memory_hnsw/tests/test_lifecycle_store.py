@@ -293,8 +293,13 @@ def test_detection_links_a_restatement_and_only_one(tmp_path, embedder):
     assert [s["id"] for s in again.get("supersedes", [])] in ([], [new["id"]])
     unrelated = store(col, "The coffee machine on floor three is descaled monthly.", detect_supersession=True)
     assert "supersedes" not in unrelated
-    restated = store(col, "Cats sleep on sofas most afternoons.", detect_supersession=True)  # OTHER_FACTS[0]
+    # A close statement that says nothing changed is not linked (a still-true sibling reads the same way); one
+    # that says so is (lifecycle/restatement.says_change).
+    restated = store(col, "Cats now sleep on sofas most afternoons.", detect_supersession=True)  # OTHER_FACTS[0]
     assert [s["id"] for s in restated["supersedes"]] == [cat_fact]
+    same = store(col, "The Friday lunch in the small meeting room is paid from the team budget.",
+                 detect_supersession=True)
+    assert "supersedes" not in same
     plain = store(col, "The staging database is PostgreSQL 16 on host db02.")
     assert "supersedes" not in plain, "detection only when asked (memory_store of one curated memory)"
     assert_links_consistent(col)

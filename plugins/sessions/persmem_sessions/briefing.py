@@ -96,11 +96,16 @@ def recall_text(agent: str, hits, delivered: set[str], budget: int, top_k: int) 
 
 def recall_line(hit: dict, width: int) -> str:
     """A recalled memory as one line of JSON: who wrote it ("by", and "edited_by" when another agent made its
-    current version), its id and its text, cut to fit `width` (escapes counted)."""
+    current version), its id, the older memory it replaces and whether it is due for review when so, and its
+    text, cut to fit `width` (escapes counted)."""
     fields = {"by": str(hit.get("author") or "unknown")}
     if hit.get("editor"):
         fields["edited_by"] = str(hit["editor"])
     fields["id"] = str(hit.get("id", ""))
+    if hit.get("replaces"):
+        fields["replaces"] = str(hit["replaces"])
+    if hit.get("review_due"):
+        fields["review_due"] = True
     text = str(hit.get("text", ""))
     line = prompt_line({**fields, "text": text})
     room = len(text)

@@ -40,6 +40,8 @@ class Recalled(TypedDict):
     project: str
     author: str
     editor: NotRequired[str]
+    replaces: NotRequired[str]  # the id of an older memory it restates, found in its place
+    review_due: NotRequired[bool]  # its review date passed: check it still holds
 
 
 @hookspec

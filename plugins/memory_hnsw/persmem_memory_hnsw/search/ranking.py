@@ -83,7 +83,7 @@ def rank(rows: Rows, vectors: VectorIndex, config: MemoryConfig, query: str, qve
         # A query about a past time ("in May 2023", "yesterday") that memories match asks what was so then: the
         # later statement does not win. "This week", or a time no memory is from ("in 2000 rows"), changes nothing.
         if not (then and any(end <= now for _, end in named)):
-            scores, yields_to = restated(scores, rows, vectors, lifecycle, top_k)
+            scores, yields_to = restated(scores, rows, lifecycle, top_k)
     best = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[:top_k]
     return [Ranked(row, float(score), dense.get(row), lexical.get(row), yields_to.get(row)) for row, score in best
             if rows.at_row[row] is not None]

@@ -31,8 +31,10 @@ from ..config import MemoryConfig
 from ..store.records import confidence, expired, review_due  # noqa: F401  (part of this module's interface)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..store.records import Head
     from ..store.rows import Rows
-    from ..store.vectors import VectorIndex
 
 PROCEDURAL_TYPES = frozenset({"identity", "directive", "preference", "procedure"})
 CONSOLIDATED_TYPE = "consolidated"
@@ -58,6 +60,7 @@ class LifecycleView:
     recency_weight: float = 0.0
     private: bool = False
     usage: dict[str, tuple[int, float, int]] = field(default_factory=dict)  # id -> (retrievals by others, last at, all)
+    restates: Callable[[Head], tuple[str, ...]] | None = None  # the ids a memory restates (lifecycle/restatement.py)
 
 
 def feedback_factor(conf: float, weight: float) -> float:
@@ -112,37 +115,31 @@ def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView,
     return out
 
 
-RESTATED_WINDOW = 2  # the later-statement rule compares the best top_k * this results of a search
+RESTATED_WINDOW = 2  # the later-statement rule looks at the best top_k * this results of a search
 RESTATED_MARGIN = 1e-3  # an older restated result ends this fraction below the later one
 
 
-def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: LifecycleView,
-             top_k: int) -> tuple[dict[int, float], dict[int, int]]:
+def restated(scores: dict[int, float], rows: Rows, view: LifecycleView, top_k: int
+             ) -> tuple[dict[int, float], dict[int, int]]:
     """The later statement wins, at query time: among the best top_k * RESTATED_WINDOW of `scores` (after
-    `adjust`), an older result ranks just below a later one (created strictly later: one store call's memories
-    share a time unless its chunks carry their own `created`, as an imported conversation's turns do) of the same
-    project and author, with cosine >= restated_min_similarity and a score >= restated_min_score_ratio times the
-    older one's. Neither may be in a
-    private collection, procedural, consolidated or already superseded (a stored link ranks those). Returns
-    (`scores` with those older rows lowered, older row -> the later row it now ranks below: the most similar
-    one, if several). Only a row the rule moved is returned as yielding (its mark explains the move).
+    `adjust`), an older result ranks just below a later one of the same project and author that restates it
+    (view.restates: lifecycle/restatement.py, the memories its store reply named as possibly replaced, closest
+    ones only) when the later one answers the query at least restated_min_score_ratio as well. Neither may be in
+    a private collection (session turns), nor a bootstrap entry, consolidated or already superseded (a stored
+    link ranks those). Returns (`scores` with those older rows lowered, older row -> the later row it now ranks
+    below). Only a row the rule moved is returned as yielding (its mark explains the move).
 
-    Restatements in other words are often not close in meaning (cosine median 0.67 with MiniLM), so a stored
-    link is made only when sure (find_superseded); the query narrows the subject, and the score ratio keeps a
-    still-true older memory first when the query asks for it in its own words: its later twin then answers
-    the query worse. A bounded swap, not a burial: the older one drops below the later one only."""
-    min_sim, ratio = view.config.restated_min_similarity, view.config.restated_min_score_ratio
-    if view.private or min_sim >= 1.0 or len(scores) < 2:
+    A bounded swap, not a burial: the older one drops just below the later one, and a still-true older memory
+    asked about in its own words keeps its place when the later one answers the query much worse (the ratio)."""
+    ratio, restates = view.config.restated_min_score_ratio, view.restates
+    if view.private or restates is None or view.config.restated_min_similarity >= 1.0 or len(scores) < 2:
         return scores, {}
-    at_row, successor_of, undone, unembedded = rows.at_row, rows.successor_of, rows.undone_links, rows.unembedded
+    at_row, undone = rows.at_row, rows.undone_links
     window = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)[: top_k * RESTATED_WINDOW]
     groups: dict[tuple[int, int], list[int]] = {}
     for row, _ in window:
-        head = at_row[row]
-        if (head is None or head.type in PROCEDURAL_TYPES or head.type == CONSOLIDATED_TYPE
-                or head.id in successor_of or not head.n_labels or head.id in unembedded):
-            continue
-        groups.setdefault((int(rows.project[row]), int(rows.author[row])), []).append(row)
+        if at_row[row] is not None:
+            groups.setdefault((int(rows.project[row]), int(rows.author[row])), []).append(row)
     lowered: dict[int, float] = {}
     yields_to: dict[int, int] = {}
     for members in groups.values():
@@ -151,53 +148,25 @@ def restated(scores: dict[int, float], rows: Rows, vectors: VectorIndex, view: L
         created = rows.created[members]
         if created.min() == created.max():
             continue
-        sims = _row_similarities(rows, vectors, members)
+        order = np.argsort(-created, kind="stable").tolist()  # newest first: a later row's final score is known
+        replaces = {members[j]: restates(at_row[members[j]]) for j in order[:-1]}
         final: dict[int, float] = {}
-        for i in np.argsort(-created, kind="stable").tolist():  # newest first: a later row's final score is known
+        for i in order:
             older = members[i]
             score = cap = scores[older]
-            best_sim, to = -2.0, None
-            if _one_of_a_family(sims[i], i, min_sim):
-                final[older] = score
-                continue
-            for j, newer in enumerate(members):
-                if created[j] <= created[i] or sims[i, j] < min_sim or scores[newer] < ratio * score:
-                    continue
-                if at_row[older].id in undone.get(at_row[newer].id, ()):  # a link between them was undone
+            older_id = at_row[older].id
+            for newer, ids in replaces.items():
+                if (newer == older or older_id not in ids or scores[newer] < ratio * score
+                        or older_id in undone.get(at_row[newer].id, ())):  # (a link between them was undone)
                     continue
                 below = final[newer] * (1.0 - RESTATED_MARGIN)
-                if below < score:  # it ranked above this later statement: it now yields to it
-                    cap = min(cap, below)
-                    if sims[i, j] > best_sim:
-                        best_sim, to = sims[i, j], newer
+                if below < cap:  # it ranked above this later statement: it now yields to it
+                    cap = below
+                    lowered[older], yields_to[older] = cap, newer
             final[older] = cap
-            if to is not None:
-                lowered[older], yields_to[older] = cap, to
     if not lowered:
         return scores, {}
     return {**scores, **lowered}, yields_to
-
-
-def _one_of_a_family(sims: np.ndarray, i: int, min_sim: float) -> bool:
-    """Whether row i's result has two or more look-alikes among the results (cosine >= min_sim), the second
-    within FAMILY_MARGIN of the closest: a recurring note shape ("fact 7", "fact 19"; incident logs), where the
-    later one is a sibling, not a restatement, and the query's own words must decide (as find_superseded
-    declines to link such a family)."""
-    close = np.sort(np.delete(sims, i))[::-1]
-    return len(close) >= 2 and close[1] >= min_sim and close[1] >= close[0] - FAMILY_MARGIN
-
-
-def _row_similarities(rows: Rows, vectors: VectorIndex, members: list[int]) -> np.ndarray:
-    """Cosine between each pair of `members` (rows): their best chunks (int8 copies) against each other."""
-    counts = rows.label_count[members]
-    if bool((counts == 1).all()):
-        vecs = vectors.vectors_of(rows.first_label[members])
-        return vecs @ vecs.T
-    starts = np.cumsum(counts) - counts
-    labels = np.repeat(rows.first_label[members] - starts, counts) + np.arange(int(counts.sum()))
-    vecs = vectors.vectors_of(labels)
-    chunk = vecs @ vecs.T
-    return np.maximum.reduceat(np.maximum.reduceat(chunk, starts, axis=0), starts, axis=1)
 
 
 MAX_CHAIN = 16  # links followed from a superseded memory to its latest successor (a guard: chains are short)

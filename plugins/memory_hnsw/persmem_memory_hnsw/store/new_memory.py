@@ -27,6 +27,7 @@ class NewMemory:
     valid_until: float = 0.0  # expires after this timestamp; 0: never
     review_after: float = 0.0  # due for review after this timestamp; 0: never
     detect_supersession: bool = False  # look for an older memory it restates (memory_store of one memory)
+    show_replaced: bool = False  # embed it before the store returns, and name what it may restate (may_replace)
     editor: str | None = None  # who made it, if not its author (the consolidation job)
 
 

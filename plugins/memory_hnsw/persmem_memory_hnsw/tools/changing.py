@@ -6,7 +6,7 @@ from persmem_core.sdk import CallContext, UserError
 
 from ..store.query import parse_label, parse_tags, shown
 from ..store.records import ID_RE, iso, public, public_version
-from .arguments import Tags, caller_memory, parse_date
+from .arguments import Tags, caller_memory, parse_date, parse_ids
 
 CHAIN_SHOWN = 21  # steps of a supersession chain memory_get shows: the memory and the 20 nearest around it
 
@@ -49,24 +49,33 @@ def _lifecycle_fields(state: dict, memory_id: str) -> dict:
 
 def memory_update(memory_id: str, content: str = "", tags: Tags | None = None, memory_type: str = "",
                   project: str = "", collection: str = "memories", valid_until: str = "", review_after: str = "",
-                  call: CallContext = None) -> dict:
+                  supersedes: str | list[str] = "", call: CallContext = None) -> dict:
     """Change a memory in place (old version kept). Pass only what changes; tags="" clears them; dates: ISO or
-    "none" to clear. A changed fact is better stored anew with memory_store(supersedes=<id>)."""
+    "none" to clear. supersedes: ids of older memories this one replaces (as memory_store's may_replace
+    suggests); they then rank below it, marked superseded_by."""
     until, review = parse_date(valid_until, "valid_until", clearable=True), parse_date(
         review_after, "review_after", clearable=True)
-    if not content and tags is None and not memory_type and not project and until is None and review is None:
-        raise UserError("nothing to update: pass content, tags, memory_type, project, valid_until or review_after.")
-    memory = caller_memory(call).update(
-        collection, memory_id, content=content or None,
-        tags=None if tags is None else parse_tags(tags),
-        type=parse_label(memory_type, "memory_type") if memory_type else None,
-        project=parse_label(project, "project") if project else None,
-        valid_until=until, review_after=review,
-    )
-    reply = {"status": "updated", **public(memory)}
+    targets = parse_ids(supersedes, "supersedes")
+    changes = (content or tags is not None or memory_type or project or until is not None
+               or review is not None)
+    if not changes and not targets:
+        raise UserError("nothing to update: pass content, tags, memory_type, project, valid_until, review_after "
+                        "or supersedes.")
+    memory = caller_memory(call)
+    if changes:
+        updated = memory.update(
+            collection, memory_id, content=content or None,
+            tags=None if tags is None else parse_tags(tags),
+            type=parse_label(memory_type, "memory_type") if memory_type else None,
+            project=parse_label(project, "project") if project else None,
+            valid_until=until, review_after=review,
+        )
+    if targets:
+        updated = memory.link(collection, memory_id, targets)
+    reply = {"status": "updated", **public(updated)}
     for key in ("valid_until", "review_after"):
-        if getattr(memory, key):
-            reply[key] = iso(getattr(memory, key))
+        if getattr(updated, key):
+            reply[key] = iso(getattr(updated, key))
     return reply
 
 

@@ -11,9 +11,11 @@ from ..access import AgentMemory
 from ..store.contexts import CONTEXT_CHARS_PER_SIDE, conversation_contexts
 from ..store.new_memory import NewMemory
 from ..store.query import parse_created, parse_label, parse_tags
+from ..store.records import iso
 from .arguments import Tags, caller_memory, check_id_allowed, check_not_reserved, parse_date, parse_ids
 
 MAX_BULK_CHUNKS = 1000  # chunks one memory_bulk_store call takes
+BULK_REPLACED_CHUNKS = 20  # notes (context_chars=0) in a call up to this many: each reply names what it may replace
 
 
 def memory_store(
@@ -44,9 +46,38 @@ def memory_store(
                      valid_until=parse_date(valid_until, "valid_until") or 0.0,
                      review_after=parse_date(review_after, "review_after") or 0.0,
                      # One curated memory may restate an older one (writing/storing.may_detect says where it applies).
-                     detect_supersession=True)
+                     detect_supersession=True, show_replaced=True)
     result = memory.store(collection, [item], dedup=dedup)[0]  # a new name is made (within [memory] max_collections)
+    _show_replaced(memory, collection, result)
     return _explain_links(result, item.supersedes)
+
+
+REPLACED_TEXT_CHARS = 100  # of each memory a store reply says it may replace
+
+
+def _show_replaced(memory: AgentMemory, collection: str, result: dict) -> None:
+    """A store result's `may_replace` (ids) shown as the assistant reads it: each one's id, date and first line,
+    and one sentence on how to link them (lifecycle/restatement.py finds them)."""
+    found = result.get("may_replace")
+    if not found:
+        return
+    shown = []
+    for candidate in found:
+        try:
+            older = memory.get(collection, candidate["id"])
+        except UserError:  # deleted meanwhile
+            continue
+        line = older.content.strip().split("\n", 1)[0]
+        shown.append({"id": older.id, "date": iso(older.updated)[:10],
+                      "text": line if len(line) <= REPLACED_TEXT_CHARS else line[:REPLACED_TEXT_CHARS - 1] + "…"})
+    if not shown:
+        result.pop("may_replace")
+        return
+    result["may_replace"] = shown
+    result["replace_hint"] = (
+        f"This may restate {'an older memory' if len(shown) == 1 else 'older memories'} (may_replace). If it "
+        f"replaces one, link them: memory_update(memory_id={result['id']!r}, supersedes=<its id>); next time pass "
+        "supersedes= to memory_store. If not, ignore this.")
 
 
 def _explain_links(result: dict, asked: list[str]) -> dict:
@@ -87,6 +118,9 @@ def memory_bulk_store(
         raise UserError(f"context_chars must be 0-{CONTEXT_CHARS_PER_SIDE}, got {context_chars}.")
     memory = caller_memory(call)
     items = [_chunk_item(memory, collection, project, i, chunk) for i, chunk in enumerate(chunks)]
+    if not context_chars and len(items) <= BULK_REPLACED_CHUNKS:  # unrelated notes: each may restate an older one
+        for item in items:
+            item.show_replaced = True
     if context_chars:
         for _, run in itertools.groupby(items, key=lambda item: item.project):  # another project's chunk is no context
             run = list(run)
@@ -95,7 +129,14 @@ def memory_bulk_store(
                 item.context, item.reply_to = context, question
     results = _store_each_text_once(memory, collection, items) if dedup else memory.store(collection, items,
                                                                                          dedup=False)
-    return {"stored": sum(r["status"] == "stored" for r in results), "results": results}
+    for result in results:
+        _show_replaced(memory, collection, result)
+        result.pop("replace_hint", None)
+    reply = {"stored": sum(r["status"] == "stored" for r in results), "results": results}
+    if any(r.get("may_replace") for r in results):
+        reply["replace_hint"] = ("Some of these may restate older memories (may_replace). If one replaces "
+                                 "another, link them: memory_update(memory_id=<new id>, supersedes=<old id>).")
+    return reply
 
 
 def _chunk_list(chunks: str | list) -> list:

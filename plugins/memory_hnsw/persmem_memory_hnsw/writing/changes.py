@@ -19,6 +19,7 @@ from ..permissions import check_change, may_edit
 from ..store.records import Delete, Feedback, LinkChange, Memory, Put, content_hash, trim_feedback, version_of
 from ..store.replay import matrix
 from .commit import append, commit, maintain
+from .storing import check_supersedes
 from ..store.new_memory import NewMemory, check_content, check_new
 
 MAX_NOTE_CHARS = 500  # a memory_validate note
@@ -112,6 +113,23 @@ def unlink(c, memory_id: str, *, supersedes_id: str | None, by: str, editors: di
         return rewrite(c, msgspec.structs.replace(
             current, supersedes=[t for t in current.supersedes if t not in targets],
             link_history=[*current.link_history, *changes]))
+
+@replicated
+def link(c, memory_id: str, *, supersedes: list[str], by: str, editors: dict[str, list[str]]) -> Memory:
+    """Link memory `memory_id` as superseding the older memories `supersedes` (as memory_store(supersedes=)
+    does at store time): `by` must be allowed to change it and each of them. Returns it as stored."""
+    with c.lock.gen_wlock():
+        head = c.visible_head(memory_id, by)
+        check_change(editors, by, head, "update")
+        targets = check_supersedes(c, supersedes, memory_id, by, editors)
+        current = c.memory_of(memory_id)
+        new = [t for t in targets if t not in current.supersedes]
+        if not new:
+            return current
+        now = time.time()
+        changes = [LinkChange(action="linked", target=t, by=by, at=now, how="explicit") for t in new]
+        return rewrite(c, msgspec.structs.replace(current, supersedes=[*current.supersedes, *new],
+                                                  link_history=[*current.link_history, *changes]))
 
 @replicated
 def validate(c, memory_id: str, *, by: str, helpful: bool, note: str = "") -> Memory:

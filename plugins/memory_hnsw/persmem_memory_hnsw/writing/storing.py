@@ -15,8 +15,9 @@ from persmem_core.sdk import UserError
 from ..cluster.collection_stream import replicated
 from ..cluster.replication import Behind, ReplicationFailed
 from ..lifecycle.dedup import exact_duplicate, near_duplicate, word_twins
+from ..lifecycle.restatement import Candidate, candidates, closest
 from ..lifecycle.supersession import find_superseded
-from ..permissions import BOOTSTRAP_TYPES, check_change, is_private, visible_to
+from ..permissions import BOOTSTRAP_TYPES, check_change, is_private, may_edit, visible_to
 from ..search.weighing import CONSOLIDATED_TYPE
 from ..store.heap import release_freed_memory
 from ..store.records import LinkChange, Memory, Put, content_hash, new_id
@@ -40,6 +41,9 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
     texts = [item.content for item in items]
     if later:
         counts, embedded = c.embedder.chunk_counts(texts), [None] * len(items)
+        shown = [i for i, item in enumerate(items) if item.show_replaced]  # embedded now: the reply needs them
+        for i, vecs in zip(shown, c.embedder.embed_chunks([texts[i] for i in shown]) if shown else [], strict=True):
+            embedded[i] = vecs
     else:
         embedded = c.embedder.embed_chunks(texts)
         counts = [len(vecs) for vecs in embedded]
@@ -48,12 +52,13 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
         first_label = c.rows.next_label
         now = time.time()
         batch_hashes: dict[tuple[str, str, str], str] = {}
+        hinted: list[tuple[str, float, tuple[str, ...]]] = []  # (new id, its time, what a search ranks below it)
         for i, item in enumerate(items):
             digest = content_hash(item.content)
             owner = item.author or author
             if item.memory_id and item.memory_id in c.memories:
                 raise UserError(f"memory id {item.memory_id!r} already exists; use memory_update to change it.")
-            explicit = check_supersedes(c, item, owner, editors)
+            explicit = check_supersedes(c, item.supersedes, item.memory_id, owner, editors)
             if dedup:
                 duplicate = _duplicate_of(c, item, owner, digest, counts[i] == 1, embedded, i, batch_hashes)
                 if duplicate is not None:
@@ -72,6 +77,7 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
                     links, made = [found[0]], [found[1]]
                     explicit = [found[0].target]
                 detect = False
+            replaced = may_replace(c, item, owner, editors, vecs) if item.show_replaced and vecs is not None else []
             labels = c.rows.new_labels(counts[i])
             memory = Memory(id=memory_id, content=item.content, project=item.project, type=item.type,
                             tags=item.tags, author=owner, editor=item.editor or owner,
@@ -87,12 +93,20 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
             result = {"status": "stored", "id": memory_id, "chunks": len(labels)}
             if made:
                 result["supersedes"] = made
+            if replaced:  # a search ranks the closest of the author's own below it; the reply names the rest
+                own = closest([f for f in replaced if c.memories[f.id].author == owner])
+                hinted.append((memory_id, created, tuple(i for i in own if i not in explicit)))
+                named = [f for f in replaced if f.id not in explicit and f.id not in c.rows.successor_of]
+                if named:
+                    result["may_replace"] = [{"id": f.id, "similarity": f.similarity} for f in named]
             results.append(result)
         try:
             end = commit(c, puts, pending, sync=False)
         except (Behind, ReplicationFailed):  # nothing of it was written: its labels are free again
             c.rows.next_label = first_label
             raise
+        for memory_id, created, ids in hinted:
+            c.restatements.remember(memory_id, created, ids, lambda i: c.rows.heads[i].updated)
         waiting = [memory.id for memory, vecs in pending if len(vecs) == 0]
         if waiting:
             c.queue_embedding(waiting)
@@ -145,12 +159,13 @@ def superseded_link(c, project: str, owner: str, editors: dict[str, list[str]], 
     return change, {"id": found.id, "how": "detected", "similarity": found.similarity,
                     "shared_terms": found.shared_terms}
 
-def check_supersedes(c, item: NewMemory, owner: str, editors: dict[str, list[str]]) -> list[str]:
-    """The distinct ids `item.supersedes` names, each checked: a live memory of this collection, not the
-    new one, that `owner` may see and change. Write lock held."""
-    targets = list(dict.fromkeys(item.supersedes))
+def check_supersedes(c, supersedes: list[str], memory_id: str | None, owner: str,
+                     editors: dict[str, list[str]]) -> list[str]:
+    """The distinct ids `supersedes` names, each checked: a live memory of this collection, not the memory
+    `memory_id` itself, that `owner` may see and change. Write lock held."""
+    targets = list(dict.fromkeys(supersedes))
     for target in targets:
-        if item.memory_id is not None and target == item.memory_id:
+        if memory_id is not None and target == memory_id:
             raise UserError(f"memory {target!r} cannot supersede itself; remove it from supersedes.")
         head = c.memories.get(target)
         if head is None or not visible_to(c.config, c.name, owner, head):
@@ -159,6 +174,19 @@ def check_supersedes(c, item: NewMemory, owner: str, editors: dict[str, list[str
                             "leave supersedes empty.")
         check_change(editors, owner, head, "supersede")
     return targets
+
+def may_replace(c, item: NewMemory, owner: str, editors: dict[str, list[str]], vecs: np.ndarray) -> list[Candidate]:
+    """The older memories `item` most likely restates (lifecycle/restatement.py): memories `owner` may change.
+    None for a conversation or document piece, a private collection's memory, or a bootstrap or consolidated
+    entry. Write lock held (before it is added)."""
+    if (is_private(c.config, c.name) or item.context or item.reply_to or item.type in BOOTSTRAP_TYPES
+            or item.type == CONSOLIDATED_TYPE):
+        return []
+    found = candidates(c.rows, c.vectors, c.config, project=item.project, content=item.content, vecs=vecs,
+                       before=item.created, allowed=lambda head: (visible_to(c.config, c.name, owner, head)
+                                                                  and may_edit(editors, owner, head.author)))
+    return found
+
 
 def may_detect(c, item: NewMemory) -> bool:
     """Look for a memory this one restates? Not in private collections (session turns are pieces of one
