@@ -31,7 +31,7 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 LEVELS = 127.0  # symmetric: round(x / s) lies in -127..127
 OFFSET = 128  # stored as uint8 around this zero point
@@ -41,11 +41,9 @@ def _constants(graph: onnx.GraphProto) -> dict[str, str]:
     arrays = {
         "levels": np.array(LEVELS, dtype=np.float32),
         "tiny": np.array(1e-8, dtype=np.float32),  # an all-zero token: any scale, its values quantize to 0
-        "offset": np.array(float(OFFSET), dtype=np.float32),
-        "nought": np.array(0.0, dtype=np.float32),
+        "centre": np.array([OFFSET], dtype=np.uint8),
         "one": np.array(1.0, dtype=np.float32),
-        "all_rows": np.array([-1], dtype=np.int64),
-        "single": np.array([1], dtype=np.int64),
+        "flat": np.array([-1], dtype=np.int64),
     }
     graph.initializer.extend(numpy_helper.from_array(array, f"per_token_{key}") for key, array in arrays.items())
     return {key: f"per_token_{key}" for key in arrays}
@@ -54,7 +52,8 @@ def _constants(graph: onnx.GraphProto) -> dict[str, str]:
 def _per_token_nodes(node: onnx.NodeProto, const: dict[str, str], graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     """The nodes standing in for one DynamicQuantizeLinear; they write its three outputs under the same names.
     The activation is seen as a matrix of tokens x features, so QuantizeLinear can take one scale per row
-    (per-axis, axis 0): three passes over the activation (Abs, ReduceMax, QuantizeLinear), the rest is per token."""
+    (per-axis, axis 0): three passes over the activation (Abs, ReduceMax, QuantizeLinear), the rest is per token
+    (few nodes: each costs a few microseconds even on a one-text query)."""
     (x,) = node.input
     q, scale, zero_point = node.output
     p = f"{node.name}_per_token"
@@ -64,22 +63,17 @@ def _per_token_nodes(node: onnx.NodeProto, const: dict[str, str], graph: onnx.Gr
         return helper.make_node(kind, inputs, [output], name=f"{output}_by_{kind}", **attributes)
 
     return [
-        op("Shape", [x], f"{p}_shape"),
-        op("Shape", [x], f"{p}_features", start=-1),
-        op("Shape", [x], f"{p}_lead", end=-1),
-        op("Concat", [const["all_rows"], f"{p}_features"], f"{p}_matrix", axis=0),
-        op("Concat", [f"{p}_lead", const["single"]], f"{p}_column", axis=0),
-        op("Reshape", [x, f"{p}_matrix"], f"{p}_rows"),
-        op("Abs", [f"{p}_rows"], f"{p}_magnitude"),
-        op("ReduceMax", [f"{p}_magnitude"], f"{p}_peak", axes=[1], keepdims=0),
+        op("Abs", [x], f"{p}_magnitude"),
+        op("ReduceMax", [f"{p}_magnitude"], f"{p}_peak", axes=[-1], keepdims=1),
         op("Max", [f"{p}_peak", const["tiny"]], f"{p}_range"),
-        op("Div", [f"{p}_range", const["levels"]], f"{p}_step"),
-        op("Mul", [f"{p}_step", const["nought"]], f"{p}_zeros"),
-        op("Add", [f"{p}_zeros", const["offset"]], f"{p}_middle"),
-        op("Cast", [f"{p}_middle"], f"{p}_centre", to=TensorProto.UINT8),
-        op("QuantizeLinear", [f"{p}_rows", f"{p}_step", f"{p}_centre"], f"{p}_quantized", axis=0),
+        op("Div", [f"{p}_range", const["levels"]], scale),  # [..., 1]: broadcast over a product's columns
+        op("Reshape", [scale, const["flat"]], f"{p}_step"),
+        op("Shape", [f"{p}_step"], f"{p}_tokens"),
+        op("Expand", [const["centre"], f"{p}_tokens"], f"{p}_centres"),
+        op("Flatten", [x], f"{p}_rows", axis=-1),
+        op("QuantizeLinear", [f"{p}_rows", f"{p}_step", f"{p}_centres"], f"{p}_quantized", axis=0),
+        op("Shape", [x], f"{p}_shape"),
         op("Reshape", [f"{p}_quantized", f"{p}_shape"], q),
-        op("Reshape", [f"{p}_step", f"{p}_column"], scale),
     ]
 
 
