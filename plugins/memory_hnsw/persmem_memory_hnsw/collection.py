@@ -247,7 +247,7 @@ class Collection:
         view = LifecycleView(config=self.config, now=time.time(), include_superseded=include_superseded,
                              include_expired=include_expired, recency_weight=recency_weight,
                              private=is_private(self.config, self.name), usage=self.retrievals.counts,
-                             restates=self.restates)
+                             restates=self.restates, restated_later=self.restatements.later)
         # In a private collection a search for one author (each agent's own, permissions.own_filters) ranks that
         # author's rows alone, by their own keyword statistics: the others' words never move its scores.
         visible = filters.author if view.private else None

@@ -132,40 +132,59 @@ class Restatements:
 
     def __init__(self):
         self._known: dict[str, tuple[float, tuple[tuple[str, float], ...]]] = {}
+        self._later: dict[str, set[str]] = {}  # older id -> the ids whose known lists name it
 
-    def remember(self, head_id: str, updated: float, ids: tuple[str, ...], updated_of: Callable[[str], float]):
+    def remember(self, head_id: str, updated: float, ids: tuple[str, ...], updated_of: Callable[[str], float],
+                 changed: bool):
+        """`head_id`'s list (`ids`); `changed`: its text says something changed (says_change), so a search
+        may also raise it to what the memories it restates score (`later`)."""
+        before = self._known.get(head_id)
+        for old in before[1] if before else ():
+            self._later.get(old[0], set()).discard(head_id)
         self._known[head_id] = (updated, tuple((i, updated_of(i)) for i in ids))
+        for i in ids if changed else ():
+            self._later.setdefault(i, set()).add(head_id)
 
-    def below(self, head: Head, rows: Rows, work_out: Callable[[Head], tuple[str, ...]]) -> tuple[str, ...]:
+    def later(self, head_id: str) -> tuple[str, ...]:
+        """The memories known to restate `head_id` and to say that something changed (their lists made: at
+        their store, or on use since the collection opened): a search raises them to what it scored, as a
+        successor inherits. (Without a word of change, a later memory of the same subject is as often a
+        still-true sibling: it is ranked above the older one only when the query finds both.)"""
+        found = self._later.get(head_id)
+        return tuple(found) if found else ()
+
+    def below(self, head: Head, rows: Rows, work_out: Callable[[Head], tuple[tuple[str, ...], bool]]
+              ) -> tuple[str, ...]:
         """The ids `head` ranks above as their restatement (work_out(head) when not known or out of date).
         The caller holds the collection's lock."""
         known = self._known.get(head.id)
         if known is not None and known[0] == head.updated and all(
                 (h := rows.heads.get(i)) is not None and h.updated == at for i, at in known[1]):
             return tuple(i for i, _ in known[1])
-        ids = work_out(head)
+        ids, changed = work_out(head)
         if head.id not in rows.unembedded:  # (its list is made once its vectors are there)
-            self.remember(head.id, head.updated, ids, lambda i: rows.heads[i].updated)
+            self.remember(head.id, head.updated, ids, lambda i: rows.heads[i].updated, changed)
         return ids
 
     def forget(self, head_id: str) -> None:
         self._known.pop(head_id, None)
 
 
-def worked_out(c, head: Head) -> tuple[str, ...]:
-    """`closest` for a stored memory of collection `c` (its own author's older memories only): none for a
-    conversation or document piece (it has context), or while it waits for the embedder. Lock held."""
+def worked_out(c, head: Head) -> tuple[tuple[str, ...], bool]:
+    """`closest` for a stored memory of collection `c` (its own author's older memories only), and whether
+    its text says something changed: none for a conversation or document piece (it has context), or while it
+    waits for the embedder. Lock held."""
     rows = c.rows
     row = rows.row_of.get(head.id)
     if row is None or head.id in rows.unembedded or not head.n_labels or not may_be_replaced(head):
-        return ()  # (nor does a bootstrap entry or a consolidated memory restate anything)
+        return (), False  # (nor does a bootstrap entry or a consolidated memory restate anything)
     memory = c.memory_of(head.id)
     if memory.context or memory.reply_to:
-        return ()
+        return (), False
     vecs = c.vectors.vectors_of(np.arange(head.first_label, head.first_label + head.n_labels))
     found = candidates(rows, c.vectors, c.config, project=head.project, content=memory.content, vecs=vecs,
                        before=head.created, exclude_row=row, allowed=lambda other: other.author == head.author)
-    return closest(found)
+    return closest(found), says_change(memory.content)
 
 
 def replaced_by(c, head: Head) -> Head | None:

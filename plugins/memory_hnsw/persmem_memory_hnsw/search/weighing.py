@@ -61,6 +61,7 @@ class LifecycleView:
     private: bool = False
     usage: dict[str, tuple[int, float, int]] = field(default_factory=dict)  # id -> (retrievals by others, last at, all)
     restates: Callable[[Head], tuple[str, ...]] | None = None  # the ids a memory restates (lifecycle/restatement.py)
+    restated_later: Callable[[str], tuple[str, ...]] | None = None  # the known memories restating an id
 
 
 def feedback_factor(conf: float, weight: float) -> float:
@@ -87,6 +88,8 @@ def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView,
     per_log_retrieval = retrieval_weight / math.log1p(RETRIEVALS_FOR_FULL_WEIGHT)
     log1p, exp = math.log1p, math.exp
     scores = _inherited(scores, rows, allowed)
+    if view.restated_later is not None:
+        scores = _restatements_inherit(scores, rows, view, allowed)
     out: dict[int, float] = {}
     for row, score in scores.items():
         head = rows.at_row[row]
@@ -192,6 +195,27 @@ def _inherited(scores: dict[int, float], rows: Rows, allowed: np.ndarray | None)
         consolidated = consolidated_into.get(head.id)
         if consolidated is not None:
             _raise(out, row_of.get(consolidated), score, allowed)
+    return out
+
+
+def _restatements_inherit(scores: dict[int, float], rows: Rows, view: LifecycleView,
+                          allowed: np.ndarray | None) -> dict[int, float]:
+    """`scores` with each known later restatement (view.restated_later) of a candidate raised to at least the
+    candidate's score, as a successor inherits: the current statement is found when only the words of the
+    older one match the query (then `restated` ranks the older one just below it). Not in a private
+    collection; only a restatement by the same author, and within the search's filters."""
+    if view.private or view.config.restated_min_similarity >= 1.0:
+        return scores
+    at_row, row_of = rows.at_row, rows.row_of
+    out = dict(scores)
+    for row, score in scores.items():
+        head = at_row[row]
+        if head is None:
+            continue
+        for later_id in view.restated_later(head.id):
+            later_row = row_of.get(later_id)
+            if later_row is not None and rows.author[later_row] == rows.author[row]:
+                _raise(out, later_row, score, allowed)
     return out
 
 

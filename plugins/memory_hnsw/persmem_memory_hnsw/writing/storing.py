@@ -15,7 +15,7 @@ from persmem_core.sdk import UserError
 from ..cluster.collection_stream import replicated
 from ..cluster.replication import Behind, ReplicationFailed
 from ..lifecycle.dedup import exact_duplicate, near_duplicate, word_twins
-from ..lifecycle.restatement import Candidate, candidates, closest
+from ..lifecycle.restatement import Candidate, candidates, closest, says_change
 from ..lifecycle.supersession import find_superseded
 from ..permissions import BOOTSTRAP_TYPES, check_change, is_private, may_edit, visible_to
 from ..search.weighing import CONSOLIDATED_TYPE
@@ -52,7 +52,7 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
         first_label = c.rows.next_label
         now = time.time()
         batch_hashes: dict[tuple[str, str, str], str] = {}
-        hinted: list[tuple[str, float, tuple[str, ...]]] = []  # (new id, its time, what a search ranks below it)
+        hinted: list[tuple[str, float, tuple[str, ...], bool]] = []  # (new id, its time, what it ranks above, says change)
         for i, item in enumerate(items):
             digest = content_hash(item.content)
             owner = item.author or author
@@ -95,7 +95,8 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
                 result["supersedes"] = made
             if replaced:  # a search ranks the closest of the author's own below it; the reply names the rest
                 own = closest([f for f in replaced if c.memories[f.id].author == owner])
-                hinted.append((memory_id, created, tuple(i for i in own if i not in explicit)))
+                hinted.append((memory_id, created, tuple(i for i in own if i not in explicit),
+                               says_change(item.content)))
                 named = [f for f in replaced if f.id not in explicit and f.id not in c.rows.successor_of]
                 if named:
                     result["may_replace"] = [{"id": f.id, "similarity": f.similarity} for f in named]
@@ -105,8 +106,8 @@ def store(c, items: list[NewMemory], *, author: str, dedup: bool = True,
         except (Behind, ReplicationFailed):  # nothing of it was written: its labels are free again
             c.rows.next_label = first_label
             raise
-        for memory_id, created, ids in hinted:
-            c.restatements.remember(memory_id, created, ids, lambda i: c.rows.heads[i].updated)
+        for memory_id, created, ids, changed in hinted:
+            c.restatements.remember(memory_id, created, ids, lambda i: c.rows.heads[i].updated, changed)
         waiting = [memory.id for memory, vecs in pending if len(vecs) == 0]
         if waiting:
             c.queue_embedding(waiting)
