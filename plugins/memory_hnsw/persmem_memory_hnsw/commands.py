@@ -185,7 +185,7 @@ def import_(path: Path, keep_identities: bool) -> None:
 
 def _hold_back_identities(batches: dict[str, list], keep: bool) -> dict[str, int]:
     """Take the identity and directive entries out of `batches` unless `keep`: the number left out, by author.
-    Such an entry is pinned into its author's sessions as that agent's own voice (sessions_answers.briefing),
+    Such an entry is pinned into its author's sessions as that agent's own voice (session_briefing.briefing),
     and a file can name any author: whoever wrote the file (a prompt-injected agent can write files) would speak
     as that agent in every session it starts. Importing them is the operator's explicit word that the file is
     trusted; without it they are left out, and a second import with the flag adds just them (ids already present

@@ -218,7 +218,7 @@ def search_session_turns(host, agent, query, project, session_id, top_k):
 @hookimpl
 def briefing_sections(host, agent, project, cwd, budget_chars):
     from .service import service
-    from .sessions_answers import briefing
+    from .session_briefing import briefing
 
     return briefing(service(host), agent, project, cwd, budget_chars)
 
@@ -226,6 +226,6 @@ def briefing_sections(host, agent, project, cwd, budget_chars):
 @hookimpl(optionalhook=True)
 def recall_for_prompt(host, agent, project, prompt, exclude_ids, top_k):
     from .service import service
-    from .sessions_answers import recall
+    from .session_briefing import recall
 
     return recall(service(host), agent, project, prompt, exclude_ids, top_k)
