@@ -13,6 +13,7 @@ from pathlib import PurePath
 from persmem_core.sdk import prompt_line
 
 from .access import AgentMemory
+from .lifecycle.restatement import says_change
 from .collection import Hit
 from .permissions import BOOTSTRAP_TYPES
 from .preferences import asks_for_preferences, standing_preferences
@@ -36,7 +37,10 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
     Each gives its author, and its editor when another agent made its current version (attribution): the
     sessions plugin renders them with the text, which is the memory's words only. A prompt that leans on the
     user's own likes ("the flags I like") first gets the project's standing preferences (preferences.py), whose
-    similarity in meaning to such a prompt is too low for the bar; their "score" is 0.0 (not found by meaning)."""
+    similarity in meaning to such a prompt is too low for the bar; their "score" is 0.0 (not found by meaning).
+    A memory a later one restates comes as that later one (`replaces`: its id). When the prompt says that
+    something changed ("moved to", "now", "instead"...: restatement.says_change), the best memory found that
+    nothing restates yet is marked `may_be_stale`: the assistant is told to store the new fact superseding it."""
     if len(re.findall(r"\w\w+", prompt)) < RECALL_MIN_WORDS or not memories.as_agent(agent).exists(MEMORIES):
         return []
     memory = memories.as_agent(agent)
@@ -57,10 +61,13 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
         if len(found) >= top_k or not project:
             break
     now = time.time()
+    changed = says_change(prompt)  # "billing moved to 9090": the best memory about it may be what changed
     for hit in found.values():
         later = memory.replacement_of(MEMORIES, hit.memory, now)
         if later is None:
             recalled.append(_recalled(hit.memory, round(hit.dense, 3), now))
+            if changed:
+                recalled[-1]["may_be_stale"], changed = True, False
         elif later.id not in exclude and all(item["id"] != later.id for item in recalled):
             recalled.append(_recalled(later, round(hit.dense, 3), now, replaces=hit.memory))
     return recalled[:top_k]

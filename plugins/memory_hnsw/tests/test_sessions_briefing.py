@@ -100,3 +100,30 @@ def test_the_briefing_stays_within_its_budget_however_long_the_entries(host, bud
 def test_a_project_nobody_used_gets_no_handoff_and_no_guesswork(host):
     sections = memory_sections(host, project="unheard-of", cwd="/tmp/unheard-of")
     assert [s["title"] for s in sections] == ["Your identity and directives"]
+
+
+# -- current facts: a restated memory comes as its restatement; a prompt that says a fact changed ----------------
+
+def test_recall_gives_the_restatement_instead_and_points_at_what_a_prompt_changes(host):
+    memories = service(host).collection("memories")
+    [old] = memories.store([note("The Umbra deploy bot posts to the #releases channel.", project="umbra")],
+                           author="kite", dedup=False)
+    memories.store([note("Umbra builds run on a Jenkins agent in the basement.", project="umbra"),
+                    note("Umbra's docs are written in AsciiDoc.", project="umbra")], author="kite", dedup=False)
+    [new] = memories.store([note("The Umbra deploy bot posts to #deploys now, not #releases.", project="umbra",
+                                 created=memories.get(old["id"]).created + 60)],
+                           author="kite", dedup=False)
+    assert memories.wait_embedded(30)
+
+    def recall(prompt):
+        return host.hook.recall_for_prompt(host=host, agent="kite", project="umbra", prompt=prompt, exclude_ids=[],
+                                           top_k=3)  # (firstresult: the memory plugin's answer)
+
+    found = recall("which channel does the Umbra deploy bot post to?")
+    ids = [item["id"] for item in found]
+    assert new["id"] in ids and old["id"] not in ids, found
+    assert next(item for item in found if item["id"] == new["id"])["replaces"] == old["id"]
+    # A prompt saying that a fact changed: the best memory about it (nothing restates it yet) is marked.
+    changed = recall("the Umbra builds moved to GitHub Actions runners instead of the Jenkins agent")
+    assert changed[0]["may_be_stale"] is True and "Jenkins" in changed[0]["text"]
+    assert not any(item.get("may_be_stale") for item in recall("where do the Umbra builds run?"))

@@ -91,7 +91,15 @@ def recall_text(agent: str, hits, delivered: set[str], budget: int, top_k: int) 
         lines.append(line)
         used += len(line) + 1
         ids.append(memory_id)
+    if used + len(STALE_NOTE) < budget and any(
+            hit.get("may_be_stale") for hit in (hits or []) if isinstance(hit, dict) and str(hit.get("id")) in ids):
+        lines.append(STALE_NOTE)
     return "\n".join([header, *lines]) if lines else "", ids
+
+
+# Said under a recall whose prompt says a fact changed (a memory marked may_be_stale).
+STALE_NOTE = ("(may_be_stale: the prompt says this may have changed. If it did, store the new fact with "
+              "memory_store(..., supersedes=<that id>) so later sessions get the current one.)")
 
 
 def recall_line(hit: dict, width: int) -> str:
@@ -106,6 +114,8 @@ def recall_line(hit: dict, width: int) -> str:
         fields["replaces"] = str(hit["replaces"])
     if hit.get("review_due"):
         fields["review_due"] = True
+    if hit.get("may_be_stale"):
+        fields["may_be_stale"] = True
     text = str(hit.get("text", ""))
     line = prompt_line({**fields, "text": text})
     room = len(text)

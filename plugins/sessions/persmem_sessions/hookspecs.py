@@ -42,6 +42,7 @@ class Recalled(TypedDict):
     editor: NotRequired[str]
     replaces: NotRequired[str]  # the id of an older memory it restates, found in its place
     review_due: NotRequired[bool]  # its review date passed: check it still holds
+    may_be_stale: NotRequired[bool]  # the prompt says something changed, and this is what it most likely changes
 
 
 @hookspec
