@@ -217,9 +217,9 @@ def test_a_linked_older_memory_is_in_neither_the_briefing_nor_the_recall(server,
     "lifecycle/restatement.candidates: in a project of few memories the lead is taken over TYPICAL_UNRELATED "
     "(0.25) padding, so 'The billing-api service runs on port 8080.' (cosine 0.54 with 'The billing-api logs go "
     "to Loki.', lead 0.30 >= restated_min_lead 0.18, no word of change) is taken as restating the Loki memory "
-    "stored before it (its store reply names it in may_replace; memory_search marks it restated_by): the "
-    "briefing leaves the still-true Loki memory out, and a prompt about the logs gets the 9090 memory with "
-    "replaces=<Loki id> instead of it"))
+    "stored before it (its store reply names it in may_replace; memory_search marks it restated_by), and "
+    "Collection.replacement_of follows the chain Loki -> 8080 -> 9090: the briefing leaves the still-true Loki "
+    "memory out, and a prompt about the logs gets the 9090 memory with replaces=<Loki id> instead of it"))
 def test_a_still_true_sibling_is_still_briefed_and_recalled(machine, ids):
     assert ids["sibling0"] in by_id(briefing(machine, "billing"))
     recalled = by_id(recall(machine, "billing", LOGS_PROMPT))
