@@ -62,14 +62,21 @@ def recall(memories: MemoryService, agent: str, project: str, prompt: str, exclu
             break
     now = time.time()
     changed = says_change(prompt)  # "billing moved to 9090": the best memory about it may be what changed
+    listed = {item["id"]: item for item in recalled}
     for hit in found.values():
         later = memory.replacement_of(MEMORIES, hit.memory, now)
         if later is None:
-            recalled.append(_recalled(hit.memory, round(hit.dense, 3), now))
+            if hit.memory.id in listed:  # listed already, as what an earlier hit's memory restates
+                continue
+            listed[hit.memory.id] = item = _recalled(hit.memory, round(hit.dense, 3), now)
             if changed:
-                recalled[-1]["may_be_stale"], changed = True, False
-        elif later.id not in exclude and all(item["id"] != later.id for item in recalled):
-            recalled.append(_recalled(later, round(hit.dense, 3), now, replaces=hit.memory))
+                item["may_be_stale"], changed = True, False
+            recalled.append(item)
+        elif later.id in listed:
+            listed[later.id].setdefault("replaces", hit.memory.id)
+        elif later.id not in exclude:
+            listed[later.id] = item = _recalled(later, round(hit.dense, 3), now, replaces=hit.memory)
+            recalled.append(item)
     return recalled[:top_k]
 
 
@@ -165,11 +172,11 @@ def _current(memory: AgentMemory, items: list[Memory], shown: set[str], replaced
     for item in items:
         later = memory.replacement_of(MEMORIES, item, now)
         current = later or item
+        if later is not None:
+            replaced.setdefault(later.id, item)  # (also when the later one is listed already)
         if current.id in seen:
             continue
         seen.add(current.id)
-        if later is not None:
-            replaced[later.id] = item
         out.append(current)
     return out
 

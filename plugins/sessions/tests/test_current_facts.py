@@ -3,12 +3,11 @@ plugins) and the real hook, installed by `persmem hooks install` and run as Clau
 settings.json under `bash -c`, the event's JSON on stdin, the client's environment).
 
 A later memory that restates an older one of the same project and author with no stored link ("runs on port
-8080", later "after the cluster move ... serves on 9090") takes the older one's place in the SessionStart briefing
+8080", later "after the cluster move ... now serves on 9090") takes the older one's place in the SessionStart briefing
 and in a prompt's recall, never both, and says which one it replaces ("replaces"); a memory linked by supersedes=
 (detected by memory_store, as the issue's own wording "moved to port 9090 now" is, or given to memory_store or
 memory_update) leaves the older one out too. A still-true sibling about the same service is not hidden by the rule,
-an expired memory never reaches a session, and one past its review date is marked review_due. The tests marked
-xfail hold what the plugin code does not do yet (each reason names the cause)."""
+an expired memory never reaches a session, and one past its review date is marked review_due."""
 
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ MODULE = "persmem_sessions.hook"
 OLD_PORT = "The billing-api service runs on port 8080."
 # Said in other words than the older one: memory_store's own detection makes no link (cosine 0.54, under [memory]
 # supersede_min_similarity 0.7), so only the restatement rule (lifecycle/restatement.py) can put it in its place.
-NEW_PORT = "After the cluster move billing-api serves on 9090."
+NEW_PORT = "After the cluster move billing-api now serves on 9090."
 LOKI = "The billing-api logs go to Loki."
 UNRELATED = ["Invoices are generated nightly at 02:00 by the invoice-runner cron job.",
              "Refunds above 500 EUR need a second approval from finance."]
@@ -168,10 +167,6 @@ def test_the_briefing_shows_the_later_port_in_place_of_the_older_one(machine, id
     assert all("8080" not in item["text"] for item in shown.values())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sessions_answers._current: when the later memory ranks before the older one in the briefing's list, the "
-    "older one is skipped as already shown (`if current.id in seen: continue`) before `replaced[later.id] = item` "
-    "is recorded, so the later memory's line never carries replaces"))
 def test_the_briefing_line_says_which_memory_it_replaces(machine, ids):
     shown = by_id(briefing(machine, "billing"))
     assert shown[ids["new"]]["replaces"] == f"{ids['old']}: {OLD_PORT}"  # its id and first words (all 7 here)
@@ -184,10 +179,6 @@ def test_the_prompt_recall_gives_the_later_port_not_the_older_one(machine, ids):
     assert ids["new"] in [item["id"] for item in recalled if item.get("replaces") == ids["old"]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sessions_answers.recall: the older hit is answered with the later memory (replaces=old), then the later "
-    "memory's own hit is appended again without checking it is already there (only the replacement branch "
-    "checks), so the prompt gets the same memory twice, once without replaces"))
 def test_the_prompt_recall_gives_the_later_port_once(machine, ids):
     recalled = recall(machine, "billing", PORT_PROMPT)
     assert [item for item in recalled if item["id"] == ids["new"]] == [
@@ -213,13 +204,6 @@ def test_a_linked_older_memory_is_in_neither_the_briefing_nor_the_recall(server,
 # -- what the rule must not hide, what never shows, what is due -------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "lifecycle/restatement.candidates: in a project of few memories the lead is taken over TYPICAL_UNRELATED "
-    "(0.25) padding, so 'The billing-api service runs on port 8080.' (cosine 0.54 with 'The billing-api logs go "
-    "to Loki.', lead 0.30 >= restated_min_lead 0.18, no word of change) is taken as restating the Loki memory "
-    "stored before it (its store reply names it in may_replace; memory_search marks it restated_by), and "
-    "Collection.replacement_of follows the chain Loki -> 8080 -> 9090: the briefing leaves the still-true Loki "
-    "memory out, and a prompt about the logs gets the 9090 memory with replaces=<Loki id> instead of it"))
 def test_a_still_true_sibling_is_still_briefed_and_recalled(machine, ids):
     assert ids["sibling0"] in by_id(briefing(machine, "billing"))
     recalled = by_id(recall(machine, "billing", LOGS_PROMPT))

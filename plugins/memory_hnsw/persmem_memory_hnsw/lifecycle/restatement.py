@@ -10,7 +10,7 @@ How (deterministic, no LLM; benchmarks/bench_lifecycle.py measures it):
   leaves out those a stored link already supersedes);
 - the closest must reach `[memory] restated_min_similarity` and stand out: its cosine minus the mean of the
   next LEAD_OVER closest must reach `restated_min_lead`, or `restated_min_lead_changed` when the new text says
-  that something changed ("now", "moved", "instead", "no longer", "switched", "replaced", "since"...:
+  that something changed (in a project of fewer memories the lead says little: a word of change is needed) ("now", "moved", "instead", "no longer", "switched", "replaced", "since"...:
   CHANGE_RE). Restatements are often not close in meaning with a small embedder (cosine 0.4-0.8 on the
   benchmark, overlapping the closest unrelated memory of a busy project), but the memory a fact restates is
   closer than the rest of its project by a margin a new fact's nearest neighbour rarely has; the words of
@@ -28,6 +28,7 @@ use), checked against the versions it was made from.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -70,10 +71,12 @@ def says_change(text: str) -> bool:
     return CHANGE_RE.search(text) is not None
 
 
-def may_be_replaced(head: Head) -> bool:
+def may_be_replaced(head: Head, now: float | None = None) -> bool:
     """Whether a memory can be taken as restated by a later one: not a bootstrap entry (its author's voice),
-    not a consolidated memory. (One a stored link supersedes still counts: the closest is the closest.)"""
-    return head.type not in BOOTSTRAP_TYPES and head.type != CONSOLIDATED_TYPE
+    not a consolidated memory, not expired at `now` (None: not asked). (One a stored link supersedes still
+    counts: the closest is the closest.)"""
+    return (head.type not in BOOTSTRAP_TYPES and head.type != CONSOLIDATED_TYPE
+            and not (now is not None and head.valid_until and head.valid_until <= now))
 
 
 def candidates(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, project: str, content: str,
@@ -99,9 +102,9 @@ def candidates(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, projec
         for row, sim in dense_candidates(rows, vectors, config, qvec, mask, NEAREST).items():
             if sim > near.get(row, -2.0):
                 near[row] = sim
-    at_row = rows.at_row
+    at_row, now = rows.at_row, time.time()
     eligible = [(at_row[row].id, sim) for row, sim in sorted(near.items(), key=lambda kv: -kv[1])
-                if at_row[row] is not None and may_be_replaced(at_row[row]) and allowed(at_row[row])]
+                if at_row[row] is not None and may_be_replaced(at_row[row], now) and allowed(at_row[row])]
     if not eligible:
         return []
     best = eligible[0][1]
@@ -109,9 +112,11 @@ def candidates(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, projec
     if best < floor:
         return []
     others = sorted(near.values(), reverse=True)[1:1 + LEAD_OVER]
-    others += [TYPICAL_UNRELATED] * (LEAD_OVER - len(others))  # a project of few memories: against unrelated text
+    few = len(others) < LEAD_OVER  # a project of few memories: the lead says little, a word of change must
+    others += [TYPICAL_UNRELATED] * (LEAD_OVER - len(others))  # (measured against unrelated text meanwhile)
     lead = best - sum(others) / LEAD_OVER
-    if lead < config.restated_min_lead and not (lead >= config.restated_min_lead_changed and says_change(content)):
+    changed = lead >= config.restated_min_lead_changed and says_change(content)
+    if not changed and (few or lead < config.restated_min_lead):
         return []
     return [Candidate(memory_id, round(float(sim), 4)) for memory_id, sim in eligible[:HINTS]
             if sim >= max(floor, best - HINT_MARGIN)]

@@ -34,7 +34,8 @@ def memory_store(
     """Store a memory (fact, decision, handoff, bug...) for later sessions. memory_type: session_note, decision,
     handoff, bug, pattern, preference... tags: "a,b" or a list. dedup: returns your identical or near-identical
     memory instead. supersedes: ids this replaces (ranked lower, marked superseded_by; memory_unlink undoes a
-    link). valid_until: ISO date, then hidden; review_after: then marked review_due."""
+    link); the reply's may_replace names older memories it may restate. valid_until: ISO date, then hidden;
+    review_after: then marked review_due."""
     memory = caller_memory(call)
     if memory_id:
         check_id_allowed(memory, collection, "memory_id")
