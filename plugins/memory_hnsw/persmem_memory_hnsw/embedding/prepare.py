@@ -156,7 +156,7 @@ class Preparation:
             fsync_dir(entry)
             record = Prepared(source_sha256=source_sha256, sha256=sha256_file(target))
             atomic_write_bytes(target.with_name("model.onnx.json"), msgspec.json.encode(record))
-            log.info("prepared %s (dynamic int8, per-token) from %s in %.1f s", target, source,
+            log.info("prepared %s (dynamic int8) with per-token activation scales from %s in %.1f s", target, source,
                      time.monotonic() - started)
         finally:
             for path in (folded, quantized, made):
