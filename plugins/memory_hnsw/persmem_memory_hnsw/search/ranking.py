@@ -190,13 +190,19 @@ def weigh(scores: dict[int, float], rows: Rows, config: MemoryConfig,
 
 
 def fuse(dense: dict[int, float], lexical: dict[int, float], dense_weight: float) -> dict[int, float]:
-    """Min-max score fusion: each candidate list scaled to [0, 1] (best 1, worst 0), then a weighted sum."""
+    """Min-max score fusion: each candidate list scaled to [0, 1] (best 1, worst 0), then a weighted sum. A
+    dense side of one candidate (or all alike) has no scale: its cosine stands (clipped to 0-1), so a lone
+    unrelated memory is not made the best match (as when the others wait for the embedder on a busy box)."""
     out: dict[int, float] = {}
-    for scores, weight in ((dense, dense_weight), (lexical, 1.0 - dense_weight)):
+    for scores, weight, is_dense in ((dense, dense_weight, True), (lexical, 1.0 - dense_weight, False)):
         if not scores or weight <= 0:
             continue
         top, low = max(scores.values()), min(scores.values())
         span = top - low
         for row, score in scores.items():
-            out[row] = out.get(row, 0.0) + weight * ((score - low) / span if span > 1e-9 else 1.0)
+            if span > 1e-9:
+                scaled = (score - low) / span
+            else:
+                scaled = min(1.0, max(0.0, score)) if is_dense else 1.0
+            out[row] = out.get(row, 0.0) + weight * scaled
     return out
