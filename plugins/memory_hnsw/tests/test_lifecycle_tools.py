@@ -50,7 +50,9 @@ def test_a_restated_fact_is_linked_ranked_first_marked_and_the_link_can_be_undon
     old = call(shared_server, "memory_store", content=OLD_FACT, project=project, tags="staging,db")["id"]
     stored = call(shared_server, "memory_store", content=NEW_FACT, project=project, tags="staging")
     new = stored["id"]
-    assert "supersedes" not in stored  # detected once it is embedded, after the store was acknowledged
+    # memory_store embeds before it answers: the detected link is in its reply, with how to undo it
+    assert [(s["id"], s["how"]) for s in stored["supersedes"]] == [(old, "detected")]
+    assert "memory_unlink" in stored["note"]
     [link] = links_made(shared_server, new)
     assert link["target"] == old and link["how"] == "detected"
     similarity, terms = link["detail"].split("; shared terms: ")
