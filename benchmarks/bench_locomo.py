@@ -77,7 +77,7 @@ async def run(server, convs, variants, ks=(5, 10)) -> dict:
     async with server.client("bench") as client:
         for gran, dated, context in variants:
             per_cat: dict[int, list[list[float]]] = {}
-            any_hit, sessions_found, took = [], [], []
+            any_hit, sessions_found, took, marked = [], [], [], []
             for ci, conv in enumerate(convs):
                 collection = f"locomo-{gran}-{int(dated)}-{context}-{ci}"
                 mems = memories_for(conv, gran, dated)
@@ -93,7 +93,9 @@ async def run(server, convs, variants, ks=(5, 10)) -> dict:
                                                                  "collection": collection})
                     took.append(time.perf_counter() - t)
                     assert not r.is_error, r.content[0].text
-                    ids = [x["id"] for x in json.loads(r.content[0].text)["results"]]
+                    hits = json.loads(r.content[0].text)["results"]
+                    ids = [x["id"] for x in hits]
+                    marked.append(any(x.get("restated_by") or x.get("superseded_by") for x in hits))
                     scores = [1.0 if not gold else len(gold & set(ids[:k])) / len(gold) for k in ks]
                     per_cat.setdefault(qa.get("category", 0), []).append(scores)
                     any_hit.append(1.0 if not gold or gold & set(ids[:10]) else 0.0)
@@ -103,7 +105,7 @@ async def run(server, convs, variants, ks=(5, 10)) -> dict:
                         sessions_found.append(1.0 if not gold_sessions else
                                               len(gold_sessions & found) / len(gold_sessions))
             results[(gran, dated, context)] = {"per_cat": per_cat, "any": any_hit, "sessions": sessions_found,
-                                               "took": took}
+                                               "took": took, "marked": marked}
     return results
 
 
@@ -135,8 +137,9 @@ def main(quick: bool = False, model_dir: str = "", variants: list | None = None)
     print(f"\n## LoCoMo retrieval ({len(convs)} conversations, {n_q} questions, hybrid memory_search via MCP; "
           f"{time.perf_counter() - start:.0f} s)\n")
     print("| granularity | dates stored | neighbour context | R@5 | R@10 | any-hit R@10 | gold sessions in the top "
-          "10's sessions | " + " | ".join(f"cat {c} R@10" for c in range(1, 6)) + " | search p50 / p95 ms |")
-    print("|---|---|---|---|---|---|---|" + "---|" * 6)
+          "10's sessions | " + " | ".join(f"cat {c} R@10" for c in range(1, 6)) + " | search p50 / p95 ms | "
+          "searches with a turn marked restated_by or superseded_by |")
+    print("|---|---|---|---|---|---|---|" + "---|" * 7)
     summary = {}
     for (gran, dated, context), result in results.items():
         per_cat = result["per_cat"]
@@ -149,7 +152,7 @@ def main(quick: bool = False, model_dir: str = "", variants: list | None = None)
         sessions = f"{_mean(result['sessions']):.3f}" if result["sessions"] else "-"
         print(f"| {gran} | {'yes' if dated else 'no'} | {f'{context} chars' if context else 'none'} | {r5:.3f} | "
               f"{r10:.3f} | {_mean(result['any']):.3f} | {sessions} | " + " | ".join(cat_cells)
-              + f" | {p50:.1f} / {p95:.1f} |")
+              + f" | {p50:.1f} / {p95:.1f} | {sum(result['marked'])} of {len(result['marked'])} |")
         summary[(gran, dated, context)] = (r5, r10)
     print("\nTargets (issue 23): session R@10 >= 0.96, dialog R@10 >= 0.80, and the gold sessions found from the "
           "top 10 turns no fewer with neighbour context than without. Reference (same recipe, benchmarks.md): "
