@@ -153,7 +153,9 @@ async def server_workload(server, plan: dict) -> dict:
             if reply["status"] == "duplicate" and item["kind"] == "unrelated":
                 continue  # a template twin the store took for a near duplicate: nothing stored, nothing linked
             assert reply["status"] == "stored", (item, reply)
-            hints.append((item, [m["id"] for m in reply.get("may_replace", [])]))
+            # what the reply names as replaced: may_replace, or the link a sure restatement made at once
+            hints.append((item, [m["id"] for m in reply.get("may_replace", [])]
+                          + [m["id"] for m in reply.get("supersedes", [])]))
             kind_of[reply["id"]] = (item["kind"], item["fact"]) + ((item["sibling"],) if "sibling" in item else ())
             if item["kind"] in ("old", "new"):
                 ids[(item["kind"], item["fact"])] = reply["id"]
@@ -281,8 +283,8 @@ def print_server(rows: list[tuple[str, dict]], plan: dict) -> None:
         kinds = ", ".join(f"{n} {kind}" for kind, n in s["wrong_marked_kinds"].items()) or "-"
         print(f"| {label} | {s['sibling_top1']:.3f} | {s['sibling_top5']:.3f} | {s['sibling_below_new']} of "
               f"{s['n_siblings']} | {s['right_marks']} | {s['wrong_marks']} ({kinds}) |")
-    print("\nStore replies (memory_store's may_replace): the earlier statement named in its restatement's reply, "
-          "and how often a reply names anything, by what was stored (a first statement of a fact: nothing to "
+    print("\nStore replies (memory_store's may_replace, or the link it made at once): the earlier statement named in "
+          "its restatement's reply, and how often a reply names anything, by what was stored (a first statement of a fact: nothing to "
           "replace; a sibling: same subject, still true; an unrelated note from the templates, whose twins often "
           "differ by one value):\n")
     print("| run | restatement names its earlier statement | first statements with a hint | siblings with a hint | "
