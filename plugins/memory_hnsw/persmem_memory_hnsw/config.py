@@ -120,7 +120,7 @@ class MemoryConfig(ConfigSection):
         float, Meta(ge=0.0, le=1.0,
                     description="How much closer in meaning (cosine) that older memory must be than the mean of "
                                 "the project's next 8 closest, for a new memory to be taken as restating it.")
-    ] = 0.18
+    ] = 0.2
     restated_min_lead_changed: Annotated[
         float, Meta(ge=0.0, le=1.0,
                     description="The same, when the new memory says something changed (\"now\", \"moved\", "
