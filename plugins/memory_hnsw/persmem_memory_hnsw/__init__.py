@@ -14,7 +14,8 @@ Modules, one job each (hooks, then entry points, then the service, then the doma
                    plugins, with the permission rules applied here
 - collection.py    one collection: its state, opening, reads and search; the writes of writing/ bound to it
 - permissions.py   who may change a memory
-- sessions_answers.py  the memory plugin's answers to the sessions plugin's hooks
+- sessions_answers.py  session turns for the sessions plugin: indexed in their private collection, searched back
+- session_briefing.py  a session's briefing and a prompt's recall, current facts only (restated ones replaced)
 - preferences.py   the user's standing preferences: in every briefing, recalled when a prompt leans on them
 - snapshot.py      reading the logs without the lock (stats, export, doctor)
 - backup.py        the backup hook's copy of each collection's log
