@@ -157,9 +157,9 @@ def test_plaintext_store_opens_with_encryption_on_and_reseal_seals_it_whole(tmp_
     finally:
         server.stop()
     payloads = [payload for _, _, payload in intact_frames((collection / "records.log").read_bytes())]
-    # Mixed: the old memory's frames plain, the new one's sealed (each store is logged, then logged again with its
-    # vectors once the background embedder has made them).
-    assert [is_sealed(p) for p in payloads] == [False, False, True, True]
+    # Mixed: the old memory's frame plain, the new one's sealed (memory_store embeds before it answers: one frame
+    # each, logged with its vectors).
+    assert [is_sealed(p) for p in payloads] == [False, True]
     assert files_holding(home / "memory", [new]) == {}
 
     host = Host(environ=env)
