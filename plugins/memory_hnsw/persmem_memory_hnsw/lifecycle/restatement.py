@@ -36,7 +36,7 @@ import numpy as np
 
 from ..config import MemoryConfig
 from ..permissions import BOOTSTRAP_TYPES
-from ..search.ranking import dense_candidates
+from ..search.ranking import nearest_rows
 from ..search.weighing import CONSOLIDATED_TYPE
 
 if TYPE_CHECKING:
@@ -97,11 +97,7 @@ def candidates(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, projec
         mask[exclude_row] = False
     if not mask.any():
         return []
-    near: dict[int, float] = {}
-    for qvec in vecs:
-        for row, sim in dense_candidates(rows, vectors, config, qvec, mask, NEAREST).items():
-            if sim > near.get(row, -2.0):
-                near[row] = sim
+    near = nearest_rows(rows, vectors, config, mask, vecs, NEAREST)
     at_row, now = rows.at_row, time.time()
     eligible = [(at_row[row].id, sim) for row, sim in sorted(near.items(), key=lambda kv: -kv[1])
                 if at_row[row] is not None and may_be_replaced(at_row[row], now) and allowed(at_row[row])]
@@ -189,7 +185,7 @@ def worked_out(c, head: Head) -> tuple[tuple[str, ...], bool]:
     memory = c.memory_of(head.id)
     if memory.context or memory.reply_to:
         return (), False
-    vecs = c.vectors.vectors_of(np.arange(head.first_label, head.first_label + head.n_labels))
+    vecs = _vectors_of(c, head)
     found = candidates(rows, c.vectors, c.config, project=head.project, content=memory.content, vecs=vecs,
                        before=head.created, exclude_row=row, allowed=lambda other: other.author == head.author)
     return closest(found), says_change(memory.content)
@@ -206,10 +202,7 @@ def replaced_by(c, head: Head) -> Head | None:
             & (rows.author[:n] == rows.authors.code[head.author]) & (rows.created[:n] > head.created))
     if not mask.any():
         return None
-    near: dict[int, float] = {}
-    for qvec in c.vectors.vectors_of(np.arange(head.first_label, head.first_label + head.n_labels)):
-        for row, sim in dense_candidates(rows, c.vectors, c.config, qvec, mask, NEAREST).items():
-            near[row] = max(sim, near.get(row, -2.0))
+    near = nearest_rows(rows, c.vectors, c.config, mask, _vectors_of(c, head), NEAREST)
     for row, sim in sorted(near.items(), key=lambda kv: -kv[1]):
         if sim < c.config.restated_min_similarity:
             break
@@ -217,3 +210,8 @@ def replaced_by(c, head: Head) -> Head | None:
         if later is not None and head.id in c.restates(later):
             return later
     return None
+
+
+def _vectors_of(c, head: Head) -> np.ndarray:
+    """A stored memory's vectors, as the index holds them (int8 copies)."""
+    return c.vectors.vectors_of(np.arange(head.first_label, head.first_label + head.n_labels))

@@ -15,7 +15,7 @@ from ..config import MemoryConfig
 from ..store.lexical import STOP_WORDS, WORD_RE, Analyzer
 from ..search.weighing import CONSOLIDATED_TYPE, FAMILY_MARGIN
 from ..permissions import BOOTSTRAP_TYPES, may_edit
-from ..search.ranking import dense_candidates
+from ..search.ranking import nearest_rows
 from .restatement import says_change
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def find_superseded(rows: Rows, vectors: VectorIndex, config: MemoryConfig, *, p
     if code is None or vectors.live == 0 or len(vecs) == 0 or not says_change(content):
         return None
     mask = rows.alive[: len(rows)] & (rows.project[: len(rows)] == code) & (rows.created[: len(rows)] < created)
-    candidates = _nearest(rows, vectors, config, mask, vecs)
+    candidates = nearest_rows(rows, vectors, config, mask, vecs, CANDIDATES)
     min_sim, min_terms = config.supersede_min_similarity, config.supersede_min_shared_terms
     successor_of, at_row = rows.successor_of, rows.at_row
     # Memories this one could replace: live, the author's own or granted, neither bootstrap nor consolidated.
@@ -112,15 +112,3 @@ def _in_family(ranked: list[tuple[Head, float]], n: int) -> bool:
     left to the query-time rule (restated), which a query narrows."""
     sim = ranked[n][1]
     return any(other >= sim - FAMILY_MARGIN for k, (_, other) in enumerate(ranked) if k != n)
-
-
-def _nearest(rows: Rows, vectors: VectorIndex, config: MemoryConfig, mask: np.ndarray,
-             vecs: np.ndarray) -> dict[int, float]:
-    """Row -> best cosine between any chunk of `vecs` and any chunk of the row, for the CANDIDATES nearest
-    rows `mask` allows."""
-    best: dict[int, float] = {}
-    for qvec in vecs:
-        for row, sim in dense_candidates(rows, vectors, config, qvec, mask, CANDIDATES).items():
-            if sim > best.get(row, -2.0):
-                best[row] = sim
-    return best

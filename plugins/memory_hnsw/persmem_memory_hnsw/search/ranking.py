@@ -96,6 +96,18 @@ def dense_candidates(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qve
     return _dense(rows, vectors, config, qvec, mask, pool)
 
 
+def nearest_rows(rows: Rows, vectors: VectorIndex, config: MemoryConfig, mask: np.ndarray, vecs: np.ndarray,
+                 pool: int) -> dict[int, float]:
+    """Row -> best cosine between any chunk of `vecs` (a memory's vectors) and any chunk of the row, for the
+    `pool` nearest rows `mask` allows to each chunk (what supersession and restatement compare a memory with)."""
+    best: dict[int, float] = {}
+    for qvec in vecs:
+        for row, sim in dense_candidates(rows, vectors, config, qvec, mask, pool).items():
+            if sim > best.get(row, -2.0):
+                best[row] = sim
+    return best
+
+
 def _dense(rows: Rows, vectors: VectorIndex, config: MemoryConfig, qvec: np.ndarray, mask: np.ndarray | None,
            pool: int) -> dict[int, float]:
     """Best chunk similarity per row for the `pool` best rows: exact over the filtered rows when they hold
