@@ -87,9 +87,7 @@ def adjust(scores: dict[int, float], rows: Rows, view: LifecycleView,
     feedback_weight, retrieval_weight = config.feedback_weight, config.retrieval_weight
     per_log_retrieval = retrieval_weight / math.log1p(RETRIEVALS_FOR_FULL_WEIGHT)
     log1p, exp = math.log1p, math.exp
-    scores = _inherited(scores, rows, allowed)
-    if view.restated_later is not None:
-        scores = _restatements_inherit(scores, rows, view, allowed)
+    scores = _inherited(scores, rows, view, allowed)
     out: dict[int, float] = {}
     for row, score in scores.items():
         head = rows.at_row[row]
@@ -175,11 +173,18 @@ def restated(scores: dict[int, float], rows: Rows, view: LifecycleView, top_k: i
 MAX_CHAIN = 16  # links followed from a superseded memory to its latest successor (a guard: chains are short)
 
 
-def _inherited(scores: dict[int, float], rows: Rows, allowed: np.ndarray | None) -> dict[int, float]:
-    """`scores` with every heir (successors along the chain, the consolidated memory) raised to at least the
-    score of the memory it inherits from; heirs not among the candidates are added."""
+def _inherited(scores: dict[int, float], rows: Rows, view: LifecycleView,
+               allowed: np.ndarray | None) -> dict[int, float]:
+    """`scores` with every heir raised to at least the score of the memory it inherits from; heirs not among the
+    candidates are added (within the search's filters, `allowed`). Heirs: the successors along the supersedes
+    chain, the consolidated memory, and each known later restatement by the same author that says something
+    changed (view.restated_later; not in a private collection): the current statement is found when only the
+    older one's words match the query, and `restated` then ranks the older one just below it."""
     successor_of, consolidated_into = rows.successor_of, rows.consolidated_into
-    if not successor_of and not consolidated_into:
+    restated_later = view.restated_later
+    if view.private or view.config.restated_min_similarity >= 1.0:
+        restated_later = None
+    if not successor_of and not consolidated_into and restated_later is None:
         return scores
     at_row, row_of = rows.at_row, rows.row_of
     out = dict(scores)
@@ -195,24 +200,7 @@ def _inherited(scores: dict[int, float], rows: Rows, allowed: np.ndarray | None)
         consolidated = consolidated_into.get(head.id)
         if consolidated is not None:
             _raise(out, row_of.get(consolidated), score, allowed)
-    return out
-
-
-def _restatements_inherit(scores: dict[int, float], rows: Rows, view: LifecycleView,
-                          allowed: np.ndarray | None) -> dict[int, float]:
-    """`scores` with each known later restatement (view.restated_later) of a candidate raised to at least the
-    candidate's score, as a successor inherits: the current statement is found when only the words of the
-    older one match the query (then `restated` ranks the older one just below it). Not in a private
-    collection; only a restatement by the same author, and within the search's filters."""
-    if view.private or view.config.restated_min_similarity >= 1.0:
-        return scores
-    at_row, row_of = rows.at_row, rows.row_of
-    out = dict(scores)
-    for row, score in scores.items():
-        head = at_row[row]
-        if head is None:
-            continue
-        for later_id in view.restated_later(head.id):
+        for later_id in restated_later(head.id) if restated_later is not None else ():
             later_row = row_of.get(later_id)
             if later_row is not None and rows.author[later_row] == rows.author[row]:
                 _raise(out, later_row, score, allowed)
