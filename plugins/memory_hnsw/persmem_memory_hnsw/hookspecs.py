@@ -19,7 +19,7 @@ class Embedder(Protocol):
 
     def load(self) -> Embedder: ...  # load the model (once; later calls return at once), return self
     def chunk_counts(self, texts: list[str]) -> list[int]: ...  # vectors embed_chunks gives each text
-    def embed_chunks(self, texts: list[str], batch_size: int = 32) -> list[Any]: ...  # (n, dim) float32 each
+    def embed_chunks(self, texts: list[str], batch_size: int = 64) -> list[Any]: ...  # (n, dim) float32 each
     def embed_query(self, text: str) -> Any: ...  # one L2-normalised (dim,) float32 vector
 
 
