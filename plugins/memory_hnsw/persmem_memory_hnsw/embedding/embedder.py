@@ -174,17 +174,14 @@ class OnnxEmbedder:
         release_freed_memory()
         return self
 
-    def _windows(self, text: str) -> list[list[int]]:
-        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
-        if len(ids) <= WINDOW - 2:
-            return [[self._cls, *ids, self._sep]]
-        body = PASSAGE - 2
-        windows = []
-        for start in range(0, len(ids), STRIDE):
-            windows.append([self._cls, *ids[start : start + body], self._sep])
-            if start + body >= len(ids):
-                break
-        return windows
+    def _windows(self, texts: list[str]) -> list[list[list[int]]]:
+        """Each text's token windows, [CLS] and [SEP] around each (tokenized together: the tokenizer's threads)."""
+        out = []
+        for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False):
+            ids = encoding.ids
+            out.append([[self._cls, *ids[start : start + PASSAGE - 2], self._sep] for start in _window_starts(len(ids))]
+                       if len(ids) > WINDOW - 2 else [[self._cls, *ids, self._sep]])
+        return out
 
     def _run(self, batch: list[list[int]]) -> np.ndarray:
         width = max(len(ids) for ids in batch)
@@ -203,15 +200,23 @@ class OnnxEmbedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
     def chunk_counts(self, texts: list[str]) -> list[int]:
-        """How many vectors `embed_chunks` gives each text (its token windows), without running the model."""
+        """How many vectors `embed_chunks` gives each text (its token windows), without running the model. An
+        ASCII text of at most WINDOW - 2 characters is one window untokenized (a token covers a character or more)."""
         self.load()
-        return [len(self._windows(t)) for t in texts]
+        counts = [1 if len(text) <= WINDOW - 2 and text.isascii() else 0 for text in texts]
+        rest = [i for i, count in enumerate(counts) if not count]
+        if rest:
+            for i, encoding in zip(rest, self._tokenizer.encode_batch([texts[i] for i in rest],
+                                                                      add_special_tokens=False), strict=True):
+                n = len(encoding.ids)
+                counts[i] = 1 if n <= WINDOW - 2 else len(_window_starts(n))
+        return counts
 
     def embed_chunks(self, texts: list[str], batch_size: int = 64) -> list[np.ndarray]:
         """One (n_windows, dim) array per text; long texts get several windows. Windows run through the model
         shortest first, in runs of up to `batch_size` whose padded size stays within TOKENS_PER_RUN."""
         self.load()
-        windows = [self._windows(t) for t in texts]
+        windows = self._windows(texts)
         flat = [w for ws in windows for w in ws]
         flat_order = sorted(range(len(flat)), key=lambda j: len(flat[j]))  # similar lengths pad less
         out = np.empty((len(flat), self.dim), dtype=np.float32)
@@ -237,3 +242,14 @@ class OnnxEmbedder:
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids[: WINDOW - 2]
         vector = self._run([[self._cls, *ids, self._sep]])[0]
         return (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
+
+
+def _window_starts(n: int) -> list[int]:
+    """Where each passage of a text of `n` tokens (more than WINDOW - 2) starts: every STRIDE tokens, until one
+    reaches the end."""
+    starts = []
+    for start in range(0, n, STRIDE):
+        starts.append(start)
+        if start + PASSAGE - 2 >= n:
+            break
+    return starts
