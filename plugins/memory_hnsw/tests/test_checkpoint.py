@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from persmem_memory_hnsw.store import checkpoint, checkpoint_load
+from persmem_memory_hnsw.store import checkpoint, checkpoint_load, checkpoint_save
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
@@ -154,6 +154,32 @@ def test_writes_after_the_checkpoint_are_replayed_from_the_log(tmp_path, embedde
     assert {f"tail{i}" for i in range(5)} <= set(fast.memories) and "m10" not in fast.memories
     assert fast.search("router replaced", top_k=3, filters=Filters(), mode="lexical")[0].memory.id == "m8"
     assert_same_collection(fast, open_replayed(folder, embedder))
+
+
+def test_the_log_keeps_its_crc_as_it_is_written_so_a_save_reads_nothing_back(tmp_path, embedder, monkeypatch):
+    """Issue 36: the CRC a checkpoint vouches for the log with is kept up to date as frames are written (from the
+    one an open checked, or from zero), through stores, a compaction and a reopen; a save does not read the log."""
+    folder = tmp_path / "memories"
+    col = open_checkpointed(folder, embedder)
+    build(col)
+    assert col.log.crc == checkpoint.prefix_crc(col.log.path, col.log.size)
+
+    def no_reading(*args):
+        raise AssertionError("the save read the log back for its CRC")
+
+    monkeypatch.setattr(checkpoint_save, "prefix_crc", no_reading)
+    col.save_index()
+    meta = json.loads(checkpoint.meta_path(checkpoint.checkpoint_path(folder)).read_text())
+    assert meta["log_offset"] == col.log.size and meta["log_crc32"] == col.log.crc
+    col.close()
+    again = open_checkpointed(folder, embedder)  # from the checkpoint: the CRC goes on from the checked one
+    assert again.opened.from_checkpoint
+    again.store([NewMemory(content=f"after the reopen {i}", project="p0", type="note", tags=[]) for i in range(3)],
+                author="kite", dedup=False)
+    assert again.log.crc == checkpoint.prefix_crc(again.log.path, again.log.size)
+    again.compact()  # the log rewritten: its CRC is the new file's
+    assert again.log.crc == checkpoint.prefix_crc(again.log.path, again.log.size)
+    monkeypatch.undo()
 
 
 @pytest.mark.parametrize("damage", ["flip", "cut", "cut-with-checksum", "sidecar", "other-model", "format"])

@@ -32,6 +32,7 @@ _state_decoder = msgspec.msgpack.Decoder(State)
 
 class Loaded(msgspec.Struct):
     log_offset: int
+    log_crc32: int  # of the log's bytes up to log_offset (checked): where the log's running CRC starts
     dead_bytes: int
     timings: dict[str, float]
 
@@ -112,7 +113,7 @@ def _fill(data: memoryview, meta: CheckpointMeta, rows: Rows, vectors: VectorInd
     for name, value in fields.items():
         setattr(rows, name, value)
     vectors._q, vectors._scale = arrays["_q"], arrays["_scale"]
-    return Loaded(log_offset=meta.log_offset, dead_bytes=state.dead_bytes, timings=timings)
+    return Loaded(log_offset=meta.log_offset, log_crc32=meta.log_crc32, dead_bytes=state.dead_bytes, timings=timings)
 
 
 def _decode_state(data: memoryview, meta: CheckpointMeta) -> tuple[State, int]:

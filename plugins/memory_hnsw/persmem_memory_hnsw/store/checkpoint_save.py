@@ -24,14 +24,16 @@ _encoder = msgspec.msgpack.Encoder()
 
 
 def save(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, log_offset: int, dead_bytes: int,
-         model_id: str, sealer: Sealer | None) -> None:
+         model_id: str, sealer: Sealer | None, log_crc: int | None = None) -> None:
     """Write the checkpoint of `rows` and `vectors` as of `log_offset` in the log `log_path` (temp file, fsync,
-    rename, then the sidecar). The caller holds the collection's write lock. OSError: the old one is dropped
+    rename, then the sidecar). `log_crc`: the CRC-32 of the log up to there, as the log kept it while written
+    (None: read the log for it). The caller holds the collection's write lock. OSError: the old one is dropped
     (it may no longer fit) and nothing else changed."""
     path = checkpoint_path(folder)
     if rows in diverged_rows:  # rows renumbered by a compaction or reindex: saved again after the next open
         return
-    log_crc = prefix_crc(log_path, log_offset)
+    if log_crc is None:
+        log_crc = prefix_crc(log_path, log_offset)
     if log_crc is None:  # the log is shorter than that (it should not be): no checkpoint rather than a wrong one
         drop(folder)
         return

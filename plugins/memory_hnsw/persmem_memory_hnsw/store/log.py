@@ -148,10 +148,17 @@ class RecordLog:
         self.synced = 0  # the log is on the disk up to here (fsynced)
         self._sync_lock = threading.Lock()  # one fsync at a time; taken also while the file is swapped or closed
         self._broken: OSError | None = None  # a failed fsync: nothing more is written until `recover` cuts it back
+        self.crc: int | None = None  # CRC-32 of the log's first `size` bytes, kept as frames are written; None: unknown
 
-    def open_and_replay(self, start: int = 0) -> Iterator[tuple[int, int, object]]:
-        """Replay every intact entry from `start` (0, or a frame boundary a checkpoint vouched for), cut a torn
-        tail, then open for appends. Offsets are the file's."""
+    def crc_to(self, offset: int) -> int | None:
+        """CRC-32 of the log's first `offset` bytes when that is the log's end and its CRC is known (kept up to
+        date as it is written, so a checkpoint need not read the log again); None otherwise."""
+        return self.crc if offset == self.size else None
+
+    def open_and_replay(self, start: int = 0, start_crc: int | None = None) -> Iterator[tuple[int, int, object]]:
+        """Replay every intact entry from `start` (0, or a frame boundary a checkpoint vouched for, `start_crc`
+        the CRC-32 of the bytes before it when known), cut a torn tail, then open for appends. Offsets are the
+        file's."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = b""
         if self.path.exists():
@@ -173,6 +180,8 @@ class RecordLog:
                 os.fsync(f.fileno())
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.size = self.synced = start + good_end
+        known = 0 if start == 0 else start_crc
+        self.crc = None if known is None else zlib.crc32(memoryview(data)[:good_end], known)
         self._broken = None
         fsync_dir(self.path.parent)
 
@@ -203,6 +212,8 @@ class RecordLog:
             except OSError:
                 pass
             raise
+        if self.crc is not None:
+            self.crc = zlib.crc32(blob, self.crc)
         spans, pos = [], start
         for frame in frames:
             spans.append((pos, pos + len(frame)))
@@ -242,6 +253,7 @@ class RecordLog:
                 return
             os.ftruncate(self._fd, self.synced)
             self.size = self.synced
+            self.crc = None  # of bytes cut off: the next checkpoint reads the log for it
             os.fsync(self._fd)
             self._broken = None
             log.warning("%s: cut back to %d bytes after a failed fsync; writes are taken again", self.path, self.size)
@@ -258,10 +270,11 @@ class RecordLog:
         spans = []
         try:
             with open_private(tmp) as f:
-                size = 0
+                size, crc = 0, 0
                 for entry in entries:
                     frame = entry if isinstance(entry, bytes) else encode_frame(entry, self.sealer)
                     f.write(frame)
+                    crc = zlib.crc32(frame, crc)
                     spans.append((size, size + len(frame)))
                     size += len(frame)
                 f.flush()
@@ -276,6 +289,7 @@ class RecordLog:
             fsync_dir(self.path.parent)
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
             self.size = self.synced = size
+            self.crc = crc
             self.dead_bytes = 0
         return spans
 

@@ -55,8 +55,8 @@ def open_rows(folder: Path, record_log: RecordLog, rows: Rows, vectors: VectorIn
     timings = dict(loaded.timings)
     clock = time.perf_counter()
     record_log.dead_bytes = loaded.dead_bytes
-    tail = _apply_entries(record_log.open_and_replay(loaded.log_offset), record_log, rows, vectors, dim,
-                          keep_vectors=True)
+    entries = record_log.open_and_replay(loaded.log_offset, loaded.log_crc32)
+    tail = _apply_entries(entries, record_log, rows, vectors, dim, keep_vectors=True)
     timings["tail"] = time.perf_counter() - clock
     log.info("collection in %s: rows from the checkpoint, %d log entries replayed after it", folder, tail)
     return Opened(from_checkpoint=True, tail_entries=tail, timings=timings)
@@ -66,7 +66,7 @@ def save_checkpoint(folder: Path, record_log: RecordLog, rows: Rows, vectors: Ve
     """Save the rows and the int8 vectors as of the log's end (store/checkpoint.py); the caller holds the write lock.
     OSError like an index save (the checkpoint is optional: the next open replays the whole log without it)."""
     checkpoint_save.save(folder, rows, vectors, record_log.path, record_log.size, record_log.dead_bytes, model_id,
-                         record_log.sealer)
+                         record_log.sealer, log_crc=record_log.crc_to(record_log.size))
 
 
 def drop_checkpoint(folder: Path, rows: Rows | None = None) -> None:

@@ -1,0 +1,267 @@
+"""A year of sessions on a small box (issue 36): ingest, restart, search, RSS and disk at 10k / 100k / 1M memories,
+measured as a client sees them: a real `persmem serve` and a real MCP Streamable HTTP client.
+
+    python benchmarks/bench_scale.py --sizes 10000,100000,1000000
+
+1. Ingest, real embedder: `memory_bulk_store` with its default arguments (dedup on, context_chars 300), calls of
+   500 LoCoMo turns, into a fresh server: memories/s acknowledged (durable, found by keyword), then fully
+   embedded (memory_stats polled until nothing waits).
+2. At each size, a store filled with CACHED VECTORS: embedding 1M texts takes about two hours on 2 cores, so the
+   LoCoMo turns are embedded once (cached by model under ~/.cache/persmem-bench) and memory i is two turns joined,
+   its vector the length-weighted mean of theirs, normalised: every text distinct, every vector a sentence
+   embedding's neighbourhood. The store is built in-process through Collection.store (dedup off, the vectors
+   handed in) with the home's own key, config and index parameters, then kept (`--work`) and copied for each run,
+   so runs compare the same bytes. Measured on the copy, through the real server:
+   - restart -> first search: process start until the first `memory_search` reply over MCP (median of 3);
+   - 200 searches (LoCoMo questions, top 5), with a project filter (10 projects: 10% selectivity) and without;
+   - RSS of the server after them, and the store's size on disk;
+   - then a default bulk store of `--ingest` more turns into that big store (acknowledged /s; embedded /s with
+     the real embedder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")  # memory_stats is in `curation`
+
+from bench_data import LOCOMO  # noqa: E402
+from bench_memory import first_search, pct, rss_mb, timed  # noqa: E402
+
+N_PROJECTS = 10
+CACHE = Path(os.environ.get("PERSMEM_BENCH_CACHE", Path.home() / ".cache" / "persmem-bench"))
+
+
+def locomo() -> tuple[list[str], list[str]]:
+    data = json.loads(LOCOMO.read_text())
+    turns = [t["text"] for conv in data for k, v in conv["conversation"].items() if k.startswith("session_")
+             and isinstance(v, list) for t in v]
+    return turns, [qa["question"] for conv in data for qa in conv["qa"]][:200]
+
+
+def turn_vectors(turns: list[str]) -> np.ndarray:
+    """Every LoCoMo turn embedded by the default model, once: cached by model id and turn count."""
+    from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
+
+    embedder = OnnxEmbedder(default_model_files(), cache=Path.home() / ".cache" / "persmem" / "models").load()
+    path = CACHE / f"locomo-turns-{embedder.model_id}-{len(turns)}.npy"
+    if path.exists():
+        return np.load(path)
+    start = time.perf_counter()
+    vectors = np.vstack([v[:1] for v in embedder.embed_chunks(turns)])
+    print(f"(embedded {len(turns)} turns once in {time.perf_counter() - start:.0f}s: {path})", file=sys.stderr)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def memory(i: int, turns: list[str], vectors: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Memory i: turns a and b joined (a distinct pair for every i below len(turns)**2) and its cached vector."""
+    t = len(turns)
+    a, b = i % t, (i % t + 1 + i // t) % t
+    text = f"{turns[a]} {turns[b]}"
+    vec = len(turns[a]) * vectors[a] + len(turns[b]) * vectors[b]
+    return {"content": text, "project": f"p{i % N_PROJECTS}", "tags": [f"t{i % 50}"]}, vec / np.linalg.norm(vec)
+
+
+class HandedIn:
+    """An embedder that returns the vectors the builder hands in for the next store (model id and dim of the
+    real one, so the server opens the store as its own)."""
+
+    def __init__(self, real):
+        self.real, self.model_id, self.dim, self.next = real, real.model_id, real.dim, []
+
+    def load(self):
+        return self
+
+    def embed_chunks(self, texts, batch_size=64):
+        assert len(texts) == len(self.next)
+        return [v[None, :].astype(np.float32) for v in self.next]
+
+    def embed_query(self, text):
+        return self.real.embed_query(text)
+
+
+def build(home: Path, size: int, turns, vectors) -> None:
+    from persmem_core.host import Host
+    from persmem_memory_hnsw.collection import NewMemory
+    from persmem_memory_hnsw.service import open_service
+
+    service = open_service(Host(environ=dict(os.environ, PERSMEM_HOME=str(home))))
+    col = service.collection("memories")
+    col.embedder, col.embedding = HandedIn(col.embedder.load()), None
+    start = time.perf_counter()
+    for at in range(0, size, 1000):
+        made = [memory(i, turns, vectors) for i in range(at, min(size, at + 1000))]
+        col.embedder.next = [vec for _, vec in made]
+        col.store([NewMemory(content=m["content"], project=m["project"], type="session_note", tags=m["tags"])
+                   for m, _ in made], author="bench", dedup=False)
+        if at % 100_000 == 0:
+            print(f"  built {at + len(made)} in {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
+    service.stop()
+    print(f"(built {size} memories with cached vectors in {time.perf_counter() - start:.0f}s)", file=sys.stderr)
+
+
+def disk_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+async def bulk_ingest(server, texts: list[dict]) -> dict:
+    """Default memory_bulk_store calls of 500: acknowledged /s, then embedded /s (memory_stats polled)."""
+    async with server.client("bench") as client:
+        async def call(tool: str, args: dict) -> dict:
+            r = await client.call_tool(tool, args)
+            assert not r.is_error, r.content[0].text
+            return json.loads(r.content[0].text)
+
+        start = time.perf_counter()
+        for i in range(0, len(texts), 500):
+            part = texts[i:i + 500]
+            await call("memory_bulk_store", {"chunks": json.dumps([{"content": t["content"], "tags": t["tags"]}
+                                                                   for t in part]),
+                                             "project": part[0]["project"]})
+        ack = time.perf_counter() - start
+        while (await call("memory_stats", {}))["not_embedded_yet"]:
+            await anyio.sleep(0.1)
+        return {"ack_per_s": len(texts) / ack, "embedded_per_s": len(texts) / (time.perf_counter() - start)}
+
+
+async def searches(server, queries) -> dict:
+    async with server.client("bench") as client:
+        async def call(tool: str, args: dict) -> None:
+            r = await client.call_tool(tool, args)
+            assert not r.is_error, r.content[0].text
+
+        return {"filtered": await timed(call, "memory_search", lambda i: {"query": queries[i], "top_k": 5,
+                                                                           "project": f"p{i % N_PROJECTS}"},
+                                        len(queries)),
+                "plain": await timed(call, "memory_search", lambda i: {"query": queries[i], "top_k": 5},
+                                     len(queries))}
+
+
+def ingest_texts(turns: list[str], n: int, offset: int) -> list[dict]:
+    """n LoCoMo turns as a session importer sends them (one project per call of 500), none stored before."""
+    return [{"content": f"{turns[(offset + i) % len(turns)]} (turn {offset + i})", "tags": [f"t{i % 50}"],
+             "project": f"p{(i // 500) % N_PROJECTS}"} for i in range(n)]
+
+
+def built(work: Path, size: int, turns, vectors) -> Path:
+    """The home holding the store of `size` memories with cached vectors, built on first use."""
+    from persmem_core.auth.agents import AgentStore
+
+    pristine = work / f"build-{size}"
+    if not (pristine / "ready").exists():
+        shutil.rmtree(pristine, ignore_errors=True)
+        pristine.mkdir(parents=True)
+        (pristine / "bench.token").write_text(AgentStore(pristine).add("bench").token)
+        build(pristine, size, turns, vectors)
+        (pristine / "ready").write_text("")
+    return pristine
+
+
+def measure(size: int, work: Path, turns, vectors, queries, ingest: int, runs: int) -> dict:
+    from persmem_core.net.addresses import free_port
+    from persmem_core.testing import clean_env
+    from persmem_core.transport.server_process import RunningServer
+
+    pristine, home = built(work, size, turns, vectors), work / f"run-{size}"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(pristine, home)
+    tokens = {"bench": (home / "bench.token").read_text()}
+    env = clean_env(home)
+    out = {"disk_mb": disk_mb(home / "memory")}
+    ready = []
+    for n in range(runs):
+        server = RunningServer(home, env, free_port(), tokens)
+        start = time.perf_counter()
+        server.start(timeout=900)
+        anyio.run(first_search, server)
+        ready.append(time.perf_counter() - start)
+        if n < runs - 1:
+            server.stop()
+    out["ready_s"] = statistics.median(ready)
+    out["search"] = anyio.run(searches, server, queries)
+    out["rss_mb"] = rss_mb(server.process.pid)
+    if ingest:
+        out["ingest"] = anyio.run(bulk_ingest, server, ingest_texts(turns, ingest, size))
+        out["rss_after_ingest_mb"] = rss_mb(server.process.pid)
+    server.stop()
+    shutil.rmtree(home, ignore_errors=True)
+    return out
+
+
+def fresh_ingest(turns, n: int) -> dict:
+    from persmem_core.testing import start_server
+
+    server = start_server(Path(tempfile.mkdtemp(prefix="persmem-scale-ingest-")), agents=("bench",))
+    try:
+        return anyio.run(bulk_ingest, server, ingest_texts(turns, n, 0))
+    finally:
+        server.stop()
+        shutil.rmtree(server.home, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="store sizes, comma-separated (1000000 for 1M)")
+    parser.add_argument("--ingest", type=int, default=5000, help="turns bulk-stored into each big store")
+    parser.add_argument("--fresh-ingest", type=int, default=10000, help="turns bulk-stored into a fresh server")
+    parser.add_argument("--runs", type=int, default=3, help="restarts per size (median)")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "persmem-scale",
+                        help="where the built stores are kept between runs")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--build-only", action="store_true", help="build the stores of --sizes, measure nothing")
+    args = parser.parse_args()
+    turns, queries = locomo()
+    vectors = turn_vectors(turns)
+    if args.build_only:
+        for size in (int(s) for s in args.sizes.split(",")):
+            built(args.work, size, turns, vectors)
+        return
+    results = {"fresh_ingest": fresh_ingest(turns, args.fresh_ingest) if args.fresh_ingest else None}
+    for size in (int(s) for s in args.sizes.split(",")):
+        results[size] = measure(size, args.work, turns, vectors, queries, args.ingest, args.runs)
+        print(f"({size}: {json.dumps(results[size])})", file=sys.stderr, flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    print(table(results))
+
+
+def table(results: dict) -> str:
+    sizes = [k for k in results if k != "fresh_ingest"]
+    rows = [("| | " + " | ".join(f"{s:,}" for s in sizes) + " |"), "|---|" + "---|" * len(sizes)]
+
+    def row(label, fn):
+        rows.append(f"| {label} | " + " | ".join(fn(results[s]) for s in sizes) + " |")
+
+    fresh = results.get("fresh_ingest")
+    if fresh:
+        rows.insert(0, f"Fresh server, default memory_bulk_store (real embedder): {fresh['ack_per_s']:,.0f} "
+                       f"memories/s acknowledged, {fresh['embedded_per_s']:,.0f}/s fully embedded.\n")
+    row("restart -> first search answered, s (cached vectors)", lambda r: f"{r['ready_s']:.2f}")
+    row("search p50 / p95 ms, project filter", lambda r: "{:.1f} / {:.1f}".format(*r["search"]["filtered"]))
+    row("search p50 / p95 ms, no filter", lambda r: "{:.1f} / {:.1f}".format(*r["search"]["plain"]))
+    row("RSS after the searches, MB", lambda r: f"{r['rss_mb']:.0f}")
+    row("disk, MB", lambda r: f"{r['disk_mb']:.0f}")
+    if all("ingest" in results[s] for s in sizes):
+        row("default bulk store into it: acknowledged /s", lambda r: f"{r['ingest']['ack_per_s']:,.0f}")
+        row("... fully embedded /s (real embedder)", lambda r: f"{r['ingest']['embedded_per_s']:,.0f}")
+        row("RSS after that, MB", lambda r: f"{r['rss_after_ingest_mb']:.0f}")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    main()
