@@ -17,6 +17,7 @@ NATS servers and two persmem nodes share the cores the one box has alone.
 from __future__ import annotations
 
 import argparse
+import os
 import copy
 import json
 import statistics
@@ -30,6 +31,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_memory import corpus, pct  # noqa: E402 - the same texts and queries as the memory benchmark
+os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")  # memory_stats is in the `curation` tool set
 
 AGENTS = ("kite", "wren")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from pathlib import Path
 import anyio
 
 from bench_data import LOCOMO  # noqa: E402 - ../shared/data, or PERSMEM_LOCOMO
+os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")  # memory_stats is in the `curation` tool set
 N_PROJECTS = 10
 
 

@@ -40,6 +40,7 @@ sys.path.insert(0, str(HERE / "peers"))
 
 from venvs import PEERS, default_root, ensure_venv  # noqa: E402
 from worker_common import du_mb  # noqa: E402
+os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")  # memory_stats is in the `curation` tool set
 
 SYSTEMS = ["persmem", "mcp-memory-service", "mempalace", "persmem-stack"]
 ONNX_PEERS = {"mcp-memory-service", "mempalace"}

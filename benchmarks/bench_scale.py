@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")  # memory_stats is in `curation`
 
 from bench_data import LOCOMO  # noqa: E402
-from bench_memory import first_search, pct, rss_mb, timed  # noqa: E402
+from bench_memory import first_search, rss_mb, timed  # noqa: E402
 
 N_PROJECTS = 10
 CACHE = Path(os.environ.get("PERSMEM_BENCH_CACHE", Path.home() / ".cache" / "persmem-bench"))
