@@ -4,7 +4,8 @@
 - `tools.py`           plugin functions as MCP tools (caller injection, argument checks, clear errors, limits)
 - `stdio_bridge.py`    `persmem serve --transport stdio`: one client's stdio session, served by the home's owner
 - `stdio_eras.py`      a stdio session's protocol era, and the headers that route its messages to the owner
-- `local_server.py`    the owner's side of the local socket: MCP for local clients, and the owner's card
+- `local_server.py`    the owner's side of the local socket: MCP for local clients
+- `owner_card.py`      the owner's card and the local socket's paths (light: taken before the MCP libraries load)
 - `ownership.py`       which process owns a home (its lock, its private socket); where the socket is: paths.py
 - `takeover.py`        a server taking a home: at once when nobody owns it, else from the one that does
 - `server_process.py`  a real `persmem serve --transport http` subprocess and an MCP client to it (tests, benchmarks)

@@ -1,4 +1,5 @@
-"""The owner's side of the local socket (`persmem_core.transport.ownership`): MCP for local clients, and the owner's card.
+"""The owner's side of the local socket (`persmem_core.transport.ownership`): MCP for local clients (the owner's card:
+owner_card.py).
 
 Routes, on the socket only (never on a TCP port):
 - `POST /mcp`: MCP (stateless Streamable HTTP, JSON answers; both protocol eras, chosen by the
@@ -14,13 +15,9 @@ Routes, on the socket only (never on a TCP port):
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import os
-import re
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import anyio
@@ -28,12 +25,12 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.shared.inbound import MCP_METHOD_HEADER
 
-from persmem_core import __version__
 from persmem_core.auth.agents import check_name
 from persmem_core.auth.scope import AGENT_SCOPE_KEY, TRANSPORT_SCOPE_KEY
 from persmem_core.invocation import persmem_line
 from persmem_core.errors import UserError
 from persmem_core.timefmt import iso_utc
+from persmem_core.transport.owner_card import HANDOVER_PATH, OWNER_PATH, OwnerCard
 
 if TYPE_CHECKING:
     from persmem_core.host import Host
@@ -41,24 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("persmem.local")
 
 AGENT_HEADER = "x-persmem-agent"
-LOCAL_BASE_URL = "http://persmem.local"  # the Host local clients name: the socket has no host name of its own
-OWNER_PATH = "/_local/owner"
-HANDOVER_PATH = "/_local/handover"
 STOPPING = ("the persmem server serving this listen stream stopped (it was restarted or handed the home over); "
             "listen again.")
-
-
-@dataclass
-class OwnerCard:
-    """What the owner tells other local processes about itself."""
-
-    # "http": `persmem serve`; "stdio": a stdio session (hands over on request); else the persmem command holding
-    # the home, e.g. "dashboard" or "sessions import" (they stay, like serve)
-    role: str
-    mcp_url: str = ""
-    pid: int = field(default_factory=os.getpid)
-    version: str = __version__
-    started: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
 
 def served_agent(host: Host, name: str | None) -> str:
@@ -223,19 +204,3 @@ class LocalListener:
         await self._done.wait()
 
 
-ROLE = re.compile(r"^[a-z][a-z -]{0,39}$")  # "http", "stdio", or the persmem command holding the home ("dashboard")
-
-
-def read_card(text: bytes) -> OwnerCard | None:
-    """The owner card an answer carries, if every field is what an owner would send: it ends up in a message to
-    the operator, so a lying process must not put shell text or terminal escapes there."""
-    try:
-        data = json.loads(text)
-        card = OwnerCard(**{k: data[k] for k in ("role", "mcp_url", "pid", "version", "started")})
-    except (ValueError, KeyError, TypeError):
-        return None
-    texts = (card.mcp_url, card.version, card.started)
-    if (type(card.pid) is not int or card.pid <= 0 or not isinstance(card.role, str) or not ROLE.match(card.role)
-            or not all(isinstance(t, str) and len(t) <= 200 and t.isprintable() and t.isascii() for t in texts)):
-        return None
-    return card

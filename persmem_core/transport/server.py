@@ -174,7 +174,8 @@ def _oauth_resource(host: Host, bind_host: str, port: int) -> tuple[list, object
 def _lifespan(host: Host, sessions, mcp_server, local_socket, card, route_specs):
     """The app's lifespan: the MCP sessions run, and with `local_socket` the same tools are served there, until the
     app stops; then the plugins shut down."""
-    from persmem_core.transport.local_server import LocalListener, OwnerCard, build_local_app
+    from persmem_core.transport.local_server import LocalListener, build_local_app
+    from persmem_core.transport.owner_card import OwnerCard
 
     @contextlib.asynccontextmanager
     async def lifespan(app):  # the plugins were started before the port opened (serve_http)
@@ -258,12 +259,8 @@ def startup_lines(host: Host, url: str, local: str, route_specs, oauth_line: str
 
 
 def serve_http(host: Host, *, bind_host: str, port: int) -> None:
-    import uvicorn
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
-
     from persmem_core.paths import socket_path
-    from persmem_core.transport.http_deadlines import with_read_deadlines
-    from persmem_core.transport.local_server import OwnerCard
+    from persmem_core.transport.owner_card import OwnerCard
     from persmem_core.transport.ownership import OwnerLock, bind_private_socket
     from persmem_core.transport.takeover import take_home
 
@@ -278,30 +275,38 @@ def serve_http(host: Host, *, bind_host: str, port: int) -> None:
         shown = f"[{bind_host}]" if ":" in bind_host else bind_host
         url = server_cfg.public_url.rstrip("/") or f"http://{shown}:{port}"
         local = bind_private_socket(socket_path(host.home))
-        route_specs = host.collect_routes()  # once: each call builds the plugins' apps (the dashboard's) anew
-        app = build_http_app(host, bind_host=bind_host, port=port, local_socket=local, route_specs=route_specs,
-                             card=OwnerCard(role="http", mcp_url=f"{url}/mcp"))
-        config = uvicorn.Config(
-            app,
-            # uvicorn's protocol (httptools, else h11) with deadlines for headers and bodies (slowloris)
-            http=with_read_deadlines(
-                AutoHTTPProtocol,
-                header=server_cfg.header_timeout_seconds,
-                body_idle=server_cfg.body_idle_timeout_seconds,
-                body=server_cfg.body_timeout_seconds,
-            ),
-            log_level=server_cfg.log_level,
-            access_log=False,  # our middleware logs requests with secret paths redacted
-            lifespan="on",
-            server_header=False,
-            timeout_graceful_shutdown=3,  # open event streams (dashboard, /amq/events) must not hold a stop
-        )
-        host.startup()  # before the port opens: a plugin that cannot start stops the server with one clear line
-        host.serving_addresses.add((bind_host, port))
-        _, oauth_line = oauth_state(host, bind_host, port)
-        for line in startup_lines(host, url, str(socket_path(host.home)), route_specs, oauth_line):
-            log.info("%s", line)
+        # Before the web and MCP libraries are imported (a second or two): plugins start meanwhile (the memory
+        # store loads in the background on the other core). A plugin that cannot start stops the server with one
+        # clear line, before anything is served.
+        host.startup()
         try:
+            import uvicorn
+            from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+            from persmem_core.transport.http_deadlines import with_read_deadlines
+
+            route_specs = host.collect_routes()  # once: each call builds the plugins' apps (the dashboard's) anew
+            app = build_http_app(host, bind_host=bind_host, port=port, local_socket=local, route_specs=route_specs,
+                                 card=OwnerCard(role="http", mcp_url=f"{url}/mcp"))
+            config = uvicorn.Config(
+                app,
+                # uvicorn's protocol (httptools, else h11) with deadlines for headers and bodies (slowloris)
+                http=with_read_deadlines(
+                    AutoHTTPProtocol,
+                    header=server_cfg.header_timeout_seconds,
+                    body_idle=server_cfg.body_idle_timeout_seconds,
+                    body=server_cfg.body_timeout_seconds,
+                ),
+                log_level=server_cfg.log_level,
+                access_log=False,  # our middleware logs requests with secret paths redacted
+                lifespan="on",
+                server_header=False,
+                timeout_graceful_shutdown=3,  # open event streams (dashboard, /amq/events) must not hold a stop
+            )
+            host.serving_addresses.add((bind_host, port))
+            _, oauth_line = oauth_state(host, bind_host, port)
+            for line in startup_lines(host, url, str(socket_path(host.home)), route_specs, oauth_line):
+                log.info("%s", line)
             stopping_server(config).run(sockets=[tcp])
         finally:
             host.shutdown()  # if the lifespan never ran; otherwise it already did, and this is a no-op

@@ -35,15 +35,8 @@ import anyio.to_thread
 
 from persmem_core.errors import UserError
 from persmem_core.paths import socket_path
-from persmem_core.transport.local_server import (
-    AGENT_HEADER,
-    LOCAL_BASE_URL,
-    OWNER_PATH,
-    STOPPING,
-    LocalListener,
-    OwnerCard,
-    build_local_app,
-)
+from persmem_core.transport.local_server import AGENT_HEADER, STOPPING, LocalListener, build_local_app
+from persmem_core.transport.owner_card import LOCAL_BASE_URL, OWNER_PATH, OwnerCard
 from persmem_core.transport.ownership import OwnerLock, answers_for_owner, bind_private_socket, check_private_home
 from persmem_core.transport.stdio_eras import Refused, SessionEra
 

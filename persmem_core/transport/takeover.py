@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from persmem_core.errors import UserError
 from persmem_core.paths import socket_path
-from persmem_core.transport.local_server import HANDOVER_PATH, LOCAL_BASE_URL, OWNER_PATH, OwnerCard, read_card
+from persmem_core.transport.owner_card import HANDOVER_PATH, LOCAL_BASE_URL, OWNER_PATH, OwnerCard, read_card
 from persmem_core.transport.ownership import OwnerLock, answers_for_owner, bind_private_socket, check_private_home
 
 if TYPE_CHECKING:
