@@ -35,6 +35,28 @@ def test_overview_numbers_match_the_store(page, server):
     shot(page, "overview")
 
 
+def test_overview_shows_how_much_of_a_backfill_is_embedded_yet(page, server):
+    """Issue 36: a bulk import is acknowledged long before it is embedded; Overview shows how far that got."""
+    turns = [{"content": f"backfilled turn {i}: the deploy of build {i} went to staging at {i % 24}:00"}
+             for i in range(1000)]
+    for _ in range(3):
+        tool(server, "memory_bulk_store", {"chunks": turns, "collection": "backfill", "project": f"p{_}"},
+             agent="kite")
+    base = login(page, server)
+    page.goto(base + "/overview?collection=backfill")
+    progress = page.locator("#embedding-progress")
+    expect(progress).to_be_visible()  # 3,000 turns take the embedder tens of seconds on two cores
+    done, total = (int(progress.get_attribute(name)) for name in ("value", "max"))
+    assert total == 3000 and done < total
+    shot(page, "overview-embedding")
+    deadline = time.time() + 300
+    while page.locator("#embedding-progress").count() and time.time() < deadline:
+        time.sleep(2)
+        page.reload()
+    expect(page.locator("#embedding")).to_have_count(0)  # all embedded: the card is gone
+    expect(page.locator("#stat-memories")).to_have_text("3000")
+
+
 def test_search_and_expand_a_memory_with_its_versions(page, server):
     base = login(page, server)
     page.goto(base + "/memories")
