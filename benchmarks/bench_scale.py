@@ -214,7 +214,8 @@ def fresh_ingest(turns, n: int) -> dict:
         shutil.rmtree(server.home, ignore_errors=True)
 
 
-def main() -> None:
+def main(quick: bool = False, argv: list[str] | None = None) -> None:
+    """`quick` (benchmarks/run.py --quick): 10k only, one restart, small ingests: checks the benchmark runs."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000", help="store sizes, comma-separated (1000000 for 1M)")
     parser.add_argument("--ingest", type=int, default=5000, help="turns bulk-stored into each big store")
@@ -224,7 +225,9 @@ def main() -> None:
                         help="where the built stores are kept between runs")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--build-only", action="store_true", help="build the stores of --sizes, measure nothing")
-    args = parser.parse_args()
+    args = parser.parse_args([] if argv is None else argv)
+    if quick:
+        args.sizes, args.runs, args.ingest, args.fresh_ingest = "10000", 1, 1000, 2000
     turns, queries = locomo()
     vectors = turn_vectors(turns)
     if args.build_only:
@@ -264,4 +267,4 @@ def table(results: dict) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    main(argv=sys.argv[1:])

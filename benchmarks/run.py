@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 BENCHMARKS = ["bench_startup", "bench_memory", "bench_locomo", "bench_amq", "bench_sessions", "bench_lifecycle",
-              "bench_encryption", "bench_peers", "bench_cluster"]
+              "bench_encryption", "bench_peers", "bench_cluster", "bench_scale"]
 
 
 def main() -> None:
