@@ -176,12 +176,8 @@ class OnnxEmbedder:
 
     def _windows(self, texts: list[str]) -> list[list[list[int]]]:
         """Each text's token windows, [CLS] and [SEP] around each (tokenized together: the tokenizer's threads)."""
-        out = []
-        for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False):
-            ids = encoding.ids
-            out.append([[self._cls, *ids[start : start + PASSAGE - 2], self._sep] for start in _window_starts(len(ids))]
-                       if len(ids) > WINDOW - 2 else [[self._cls, *ids, self._sep]])
-        return out
+        return [[[self._cls, *ids[start:end], self._sep] for start, end in _spans(len(ids))]
+                for ids in (encoding.ids for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=False))]
 
     def _run(self, batch: list[list[int]]) -> np.ndarray:
         width = max(len(ids) for ids in batch)
@@ -208,8 +204,7 @@ class OnnxEmbedder:
         if rest:
             for i, encoding in zip(rest, self._tokenizer.encode_batch([texts[i] for i in rest],
                                                                       add_special_tokens=False), strict=True):
-                n = len(encoding.ids)
-                counts[i] = 1 if n <= WINDOW - 2 else len(_window_starts(n))
+                counts[i] = len(_spans(len(encoding.ids)))
         return counts
 
     def embed_chunks(self, texts: list[str], batch_size: int = 64) -> list[np.ndarray]:
@@ -244,12 +239,14 @@ class OnnxEmbedder:
         return (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
 
 
-def _window_starts(n: int) -> list[int]:
-    """Where each passage of a text of `n` tokens (more than WINDOW - 2) starts: every STRIDE tokens, until one
-    reaches the end."""
-    starts = []
+def _spans(n: int) -> list[tuple[int, int]]:
+    """The token spans a text of `n` tokens is embedded as: the whole text when it fits one window, else passages
+    of PASSAGE - 2 tokens starting every STRIDE tokens, until one reaches the end."""
+    if n <= WINDOW - 2:
+        return [(0, n)]
+    spans = []
     for start in range(0, n, STRIDE):
-        starts.append(start)
+        spans.append((start, start + PASSAGE - 2))
         if start + PASSAGE - 2 >= n:
             break
-    return starts
+    return spans
