@@ -7,17 +7,18 @@ log's dead bytes, as of a log offset. On open it is loaded and only the log afte
 the same per-entry code (store/replay.py), so `Rows.put` and `Rows.remove` stay the only way rows change. The hnswlib
 graph is not in it: it has its own saved file (store/vectors.py), with its own offset.
 
-File `checkpoint.bin`: MAGIC, a u64 length, a MessagePack `State` (the Python structures, and a table of the
-numpy arrays), then the arrays' raw bytes (read back with np.frombuffer: no per-element Python work). Only the
-used part of each array is stored (the spare capacity is zeros, made again on load, untouched and so not
-resident). Sealed whole as a stream (purpose b"memory.checkpoint") when encryption is on: its plaintext is only
-ever in memory. The sidecar `checkpoint.meta.json` (plain, no text) holds the sha256 of the file as stored, the
-model id, dim, format version, log offset, and the CRC-32 of the log up to that offset: a checkpoint is only applied to the very bytes it was made from, and a log damaged anywhere before its offset is
-replayed whole, which cuts it at the damage, as without a checkpoint. Anything that does not match is ignored
-(logged) and the log is replayed whole, as before checkpoints: it is a cache of the log, never the truth. The
-log keeps that CRC up to date as it writes frames (RecordLog.crc), starting from the one an open checked, so a
-save reads nothing back (it read the whole log under the write lock: ~0.2 s at 100k memories); only an open
-reads the log's bytes before the offset (2.4 GB/s of CRC, plus reading them).
+File `checkpoint.bin`: MAGIC, a u64 length, a MessagePack `State` (the Python structures, and a table of the numpy
+arrays), then the arrays' raw bytes (read back with np.frombuffer: no per-element Python work). Only the used part
+of each array is stored (the spare capacity is zeros, made again on load, untouched and so not resident). Sealed
+whole as a stream (purpose b"memory.checkpoint") when encryption is on: its plaintext is only ever in memory. The
+sidecar `checkpoint.meta.json` (plain, no text) holds the sha256 of the file as stored, the model id, dim, format
+version, log offset, and the CRC-32 of the log up to that offset: a checkpoint is only applied to the very bytes it
+was made from, and a log damaged anywhere before its offset is replayed whole, which cuts it at the damage, as
+without a checkpoint. Anything that does not match is ignored (logged) and the log is replayed whole, as before
+checkpoints: it is a cache of the log, never the truth. The log keeps that CRC up to date as it writes frames
+(RecordLog.crc), starting from the one an open checked, so a save reads nothing back (it read the whole log under
+the write lock: ~0.2 s at 100k memories); only an open reads the log's bytes before the offset (2.4 GB/s of CRC,
+plus reading them).
 
 What changes log offsets (a compaction, a reindex, `persmem key migrate|rotate`) drops the checkpoint first
 (`drop`, fsynced), before the log file is replaced: a kill in between leaves no checkpoint, never a stale one.

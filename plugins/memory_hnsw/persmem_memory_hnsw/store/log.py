@@ -150,11 +150,6 @@ class RecordLog:
         self._broken: OSError | None = None  # a failed fsync: nothing more is written until `recover` cuts it back
         self.crc: int | None = None  # CRC-32 of the log's first `size` bytes, kept as frames are written; None: unknown
 
-    def crc_to(self, offset: int) -> int | None:
-        """CRC-32 of the log's first `offset` bytes when that is the log's end and its CRC is known (kept up to
-        date as it is written, so a checkpoint need not read the log again); None otherwise."""
-        return self.crc if offset == self.size else None
-
     def open_and_replay(self, start: int = 0, start_crc: int | None = None) -> Iterator[tuple[int, int, object]]:
         """Replay every intact entry from `start` (0, or a frame boundary a checkpoint vouched for, `start_crc`
         the CRC-32 of the bytes before it when known), cut a torn tail, then open for appends. Offsets are the

@@ -66,7 +66,7 @@ def save_checkpoint(folder: Path, record_log: RecordLog, rows: Rows, vectors: Ve
     """Save the rows and the int8 vectors as of the log's end (store/checkpoint.py); the caller holds the write lock.
     OSError like an index save (the checkpoint is optional: the next open replays the whole log without it)."""
     checkpoint_save.save(folder, rows, vectors, record_log.path, record_log.size, record_log.dead_bytes, model_id,
-                         record_log.sealer, log_crc=record_log.crc_to(record_log.size))
+                         record_log.sealer, log_crc=record_log.crc)
 
 
 def drop_checkpoint(folder: Path, rows: Rows | None = None) -> None:
