@@ -264,6 +264,30 @@ def nats_cluster(tmp_path) -> Iterator[Any]:
         cluster.stop()
 
 
+async def publish_until_acked(js, subject: str, payload: bytes, headers: dict[str, str] | None = None,
+                              within: float = 15.0):
+    """Publish on a JetStream context `js` (with `headers`), retrying while the stream has no leader for a moment
+    (no responders / no response: an election after its leader died, or a busy box): the ack is the proof a quorum
+    stored it. One message id for all tries (`headers`' Nats-Msg-Id, else a new one), so a try whose ack was lost
+    is not stored twice."""
+    import asyncio
+    import time
+    import uuid
+
+    from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+    from nats.js.errors import NoStreamResponseError
+
+    deadline = time.monotonic() + within
+    headers = {"Nats-Msg-Id": uuid.uuid4().hex, **(headers or {})}
+    while True:
+        try:
+            return await js.publish(subject, payload, timeout=2, headers=headers)
+        except (NoRespondersError, NoStreamResponseError, NatsTimeout):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 # -- the dashboard in a real browser (Chromium from the distribution, driven by Playwright) ----------------------
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"

@@ -11,33 +11,15 @@ import subprocess
 import sys
 import time
 import tomllib
-import uuid
 from pathlib import Path
 
 import httpx2
 import nats
 import pytest
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
-from nats.js.errors import NoStreamResponseError
 
 from persmem_core.net.addresses import free_port
-from persmem_core.testing import clean_env, write_config
+from persmem_core.testing import clean_env, publish_until_acked, write_config
 from persmem_core.transport.server_process import persmem_command
-
-
-async def publish_until_acked(js, subject: str, payload: bytes, within: float = 15.0):
-    """Publish, retrying while the stream elects a new leader (no responders / no response for a few seconds
-    after its leader died): the ack is the proof a quorum stored it. One message id for all tries, so a try
-    whose ack was lost is not stored twice."""
-    deadline = time.monotonic() + within
-    headers = {"Nats-Msg-Id": uuid.uuid4().hex}
-    while True:
-        try:
-            return await js.publish(subject, payload, timeout=2, headers=headers)
-        except (NoRespondersError, NoStreamResponseError, NatsTimeout):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
 
 
 def test_three_nodes_keep_an_r3_stream_writable_with_one_down(nats_cluster):

@@ -18,6 +18,7 @@ from persmem_core.testing import (
     chromium_browser,
     clean_env,
     dashboard_login,
+    publish_until_acked,
     start_server,
     write_config,
 )
@@ -28,4 +29,4 @@ from persmem_core.transport.tools import call_tool
 __all__ = ["CRASHED", "ClusterConfig", "ClusterNodes", "EncryptionConfig", "Host", "NatsCluster", "RunningServer",
            "ToolCallError", "assert_clear_outcome", "assert_tools_answer_clearly", "browser_page", "call_tool",
            "cgroups", "chromium_browser", "clean_env", "dashboard_login", "free_port", "key_id", "keys", "new_key",
-           "persmem_command", "start_server", "tool_result", "write_config"]
+           "persmem_command", "publish_until_acked", "start_server", "tool_result", "write_config"]

@@ -18,7 +18,7 @@ import msgspec
 import nats
 import pytest
 
-from persmem_core.sdk.testing import ClusterConfig, NatsCluster
+from persmem_core.sdk.testing import ClusterConfig, NatsCluster, publish_until_acked
 from persmem_core.sdk import NatsLink, Sealer
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
@@ -210,32 +210,15 @@ class Intruder:
                 last = 0
             headers["Nats-Expected-Last-Subject-Sequence"] = str(last)
             headers["Nats-Msg-Id"] = secrets.token_hex(16)  # not held by the duplicate window
-            return await _publish(js, subject(to), msg.data, headers)
+            return (await publish_until_acked(js, subject(to), msg.data, headers)).seq
 
         return self.run(work)
 
     def publish(self, to: str, data: bytes) -> int:
         async def work(js):
-            return await _publish(js, subject(to), data, {"Nats-Msg-Id": secrets.token_hex(16)})
+            return (await publish_until_acked(js, subject(to), data)).seq
 
         return self.run(work)
-
-
-async def _publish(js, to: str, data: bytes, headers: dict, within: float = 15.0) -> int:
-    """Publish as an intruder would, retrying while the stream has no leader for a moment (no responders right
-    after a busy box delays a RAFT election; one message id for all tries, so nothing is stored twice): its
-    sequence once stored."""
-    from nats.errors import NoRespondersError
-    from nats.js.errors import NoStreamResponseError
-
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            return (await js.publish(to, data, headers=headers)).seq
-        except (NoRespondersError, NoStreamResponseError):
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.2)
 
 
 async def _quiet(exc):  # nats-py prints connection errors by default
