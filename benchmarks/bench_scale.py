@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")  # memory_stats is in `curation`
 
 from bench_data import LOCOMO  # noqa: E402
-from bench_memory import first_search, rss_mb, timed  # noqa: E402
+from bench_memory import first_search, rss_mb, searches  # noqa: E402
 
 N_PROJECTS = 10
 CACHE = Path(os.environ.get("PERSMEM_BENCH_CACHE", Path.home() / ".cache" / "persmem-bench"))
@@ -139,19 +139,6 @@ async def bulk_ingest(server, texts: list[dict]) -> dict:
         return {"ack_per_s": len(texts) / ack, "embedded_per_s": len(texts) / (time.perf_counter() - start)}
 
 
-async def searches(server, queries) -> dict:
-    async with server.client("bench") as client:
-        async def call(tool: str, args: dict) -> None:
-            r = await client.call_tool(tool, args)
-            assert not r.is_error, r.content[0].text
-
-        return {"filtered": await timed(call, "memory_search", lambda i: {"query": queries[i], "top_k": 5,
-                                                                           "project": f"p{i % N_PROJECTS}"},
-                                        len(queries)),
-                "plain": await timed(call, "memory_search", lambda i: {"query": queries[i], "top_k": 5},
-                                     len(queries))}
-
-
 def ingest_texts(turns: list[str], n: int, offset: int) -> list[dict]:
     """n LoCoMo turns as a session importer sends them (one project per call of 500), none stored before."""
     return [{"content": f"{turns[(offset + i) % len(turns)]} (turn {offset + i})", "tags": [f"t{i % 50}"],
@@ -193,7 +180,7 @@ def measure(size: int, work: Path, turns, vectors, queries, ingest: int, runs: i
         if n < runs - 1:
             server.stop()
     out["ready_s"] = statistics.median(ready)
-    out["search"] = anyio.run(searches, server, queries)
+    out["searches"] = anyio.run(searches, server, queries)  # bench_memory's: 200 with a project filter, 200 without
     out["rss_mb"] = rss_mb(server.process.pid)
     if ingest:
         out["ingest"] = anyio.run(bulk_ingest, server, ingest_texts(turns, ingest, size))
@@ -255,8 +242,8 @@ def table(results: dict) -> str:
         rows.insert(0, f"Fresh server, default memory_bulk_store (real embedder): {fresh['ack_per_s']:,.0f} "
                        f"memories/s acknowledged, {fresh['embedded_per_s']:,.0f}/s fully embedded.\n")
     row("restart -> first search answered, s (cached vectors)", lambda r: f"{r['ready_s']:.2f}")
-    row("search p50 / p95 ms, project filter", lambda r: "{:.1f} / {:.1f}".format(*r["search"]["filtered"]))
-    row("search p50 / p95 ms, no filter", lambda r: "{:.1f} / {:.1f}".format(*r["search"]["plain"]))
+    row("search p50 / p95 ms, project filter", lambda r: "{:.1f} / {:.1f}".format(*r["searches"]["search_filtered"]))
+    row("search p50 / p95 ms, no filter", lambda r: "{:.1f} / {:.1f}".format(*r["searches"]["search"]))
     row("RSS after the searches, MB", lambda r: f"{r['rss_mb']:.0f}")
     row("disk, MB", lambda r: f"{r['disk_mb']:.0f}")
     if all("ingest" in results[s] for s in sizes):
