@@ -48,26 +48,41 @@ def test_a_blob_opens_only_under_its_key_and_purpose_and_plaintext_passes_throug
     assert sealer.needs_reseal(b"plain") and not sealer.needs_reseal(blob)
 
 
-def test_a_stream_round_trips_and_a_cut_or_reordered_one_is_refused(tmp_path):
+def open_from_file(sealer, raw: bytes) -> bytes:
+    out = io.BytesIO()
+    sealer.open_stream(io.BytesIO(raw), out, b"memory.index")
+    return out.getvalue()
+
+
+def open_in_memory(sealer, raw: bytes) -> bytes:
+    return bytes(sealer.open_buffer(bytearray(raw), b"memory.index"))
+
+
+@pytest.mark.parametrize("opened", [open_from_file, open_in_memory])
+def test_a_stream_round_trips_and_a_cut_or_reordered_one_is_refused(tmp_path, opened):
+    """open_stream (a file, segment by segment) and open_buffer (a stream already in memory, decrypted into one
+    buffer) open the same streams and refuse the same damage, with the same errors."""
     sealer = sealer_of(tmp_path)
     data = os.urandom(2 * (1 << 20) + 12345)
     sealed = io.BytesIO()
     sealer.seal_stream(io.BytesIO(data), sealed, b"memory.index")
-    out = io.BytesIO()
-    sealer.open_stream(io.BytesIO(sealed.getvalue()), out, b"memory.index")
-    assert out.getvalue() == data
-    segment = 4 + 12 + (1 << 20) + 16
-    cut = sealed.getvalue()[: 13 + 2 * segment]  # the first two whole segments, without the last
-    with pytest.raises(SealingError, match="segment 1 of a sealed file does not authenticate"):
-        sealer.open_stream(io.BytesIO(cut), io.BytesIO(), b"memory.index")  # the second was not sealed as the last
-    with pytest.raises(SealingError, match="before its last segment"):
-        sealer.open_stream(io.BytesIO(sealed.getvalue()[: 13 + 2 * segment + 5]), io.BytesIO(), b"memory.index")
-    with pytest.raises(SealingError, match="segment 2 .* added to"):
-        sealer.open_stream(io.BytesIO(sealed.getvalue() + b"more"), io.BytesIO(), b"memory.index")
     raw = sealed.getvalue()
+    assert opened(sealer, raw) == data
+    assert opened(sealer, data) == data  # plaintext comes back as it is
+    segment = 4 + 12 + (1 << 20) + 16
+    with pytest.raises(SealingError, match="segment 1 of a sealed file does not authenticate"):
+        opened(sealer, raw[: 13 + 2 * segment])  # the first two whole segments: the second was not sealed as the last
+    with pytest.raises(SealingError, match="before its last segment"):
+        opened(sealer, raw[: 13 + 2 * segment + 5])
+    with pytest.raises(SealingError, match="segment 2 of a sealed file does not authenticate"):
+        opened(sealer, raw[: 13 + 2 * segment + 100])  # cut inside the last segment's body
+    with pytest.raises(SealingError, match="segment 2 .* added to"):
+        opened(sealer, raw + b"more")
     swapped = raw[:13] + raw[13 + segment : 13 + 2 * segment] + raw[13 : 13 + segment] + raw[13 + 2 * segment :]
     with pytest.raises(SealingError, match="segment 0"):
-        sealer.open_stream(io.BytesIO(swapped), io.BytesIO(), b"memory.index")
+        opened(sealer, swapped)
+    with pytest.raises(SealingError, match="not on hand"):
+        opened(Sealer.plain(), raw)
 
 
 # -- where the key comes from, and what is refused ---------------------------------------------------------

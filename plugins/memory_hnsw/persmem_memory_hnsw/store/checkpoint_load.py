@@ -6,7 +6,6 @@ Anything that does not fit is logged and ignored (the caller replays the whole l
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from persmem_core.sdk import HEADER_BYTES, Sealer, SealingError, is_sealed
+from persmem_core.sdk import Sealer, SealingError
 
 from .checkpoint import (FORMAT, LENGTH, MAGIC, PURPOSE, ROWS_ARRAYS, CheckpointMeta, State, checkpoint_path, meta_path,
                          prefix_crc)
@@ -74,18 +73,13 @@ def load(folder: Path, rows: Rows, vectors: VectorIndex, log_path: Path, *, mode
         log.warning("%s: checksum mismatch; replaying the whole log", path)
         return None
     timings["read"] = time.perf_counter() - clock
-    if is_sealed(stored[:HEADER_BYTES]):
-        clock = time.perf_counter()
-        plain = io.BytesIO()
-        try:
-            (sealer or Sealer.plain()).open_stream(io.BytesIO(stored), plain, PURPOSE)
-        except SealingError as exc:
-            raise SealingError(f"{path}: {exc}") from None
-        del stored
-        data = plain.getbuffer()
-        timings["unseal"] = time.perf_counter() - clock
-    else:
-        data = memoryview(stored)
+    clock = time.perf_counter()
+    try:  # decrypted straight into one buffer; a plaintext checkpoint comes back as a view of `stored`
+        data = (sealer or Sealer.plain()).open_buffer(stored, PURPOSE)
+    except SealingError as exc:
+        raise SealingError(f"{path}: {exc}") from None
+    del stored
+    timings["unseal"] = time.perf_counter() - clock
     try:
         return _fill(data, meta, rows, vectors, timings)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, KeyError, IndexError, TypeError) as exc:
