@@ -22,7 +22,7 @@ The groups (the core room that holds each today is in `_group` below):
 - health: `pass_`, `warn`, `fail`, `run_doctor`
 - agents: `AgentStore`, `NAME_RE`
 - durable files: `atomic_write_bytes`, `atomic_write_at`, `create_private`, `open_private`, `fsync_dir`,
-  `sha256_file`, `write_all`
+  `sha256_file`, `HashingReader`, `write_all`
 - encryption at rest: `Sealer`, `SealingError`, `KeyNotOnHand`, `ResealReport`, `is_sealed`, `sealed_key_id`,
   `missing_key_message`, `scratch_file`, `SEALED_MAGIC`, `HEADER_BYTES`
 - text that reaches a prompt: `prompt_line`, `printable`, `valid_text`, `control_characters`
@@ -61,7 +61,7 @@ _group("checks", "pass_", "warn", "fail")
 _group("doctor", "run_doctor")
 _group("auth.agents", "AgentStore", "NAME_RE")
 _group("fileio", "atomic_write_bytes", "atomic_write_at", "create_private", "open_private", "fsync_dir",
-       "sha256_file", "write_all")
+       "sha256_file", "HashingReader", "write_all")
 _group("crypto.sealing", "Sealer", "SealingError", "KeyNotOnHand", "ResealReport", "is_sealed", "sealed_key_id",
        "missing_key_message", "scratch_file", "SEALED_MAGIC", "HEADER_BYTES")
 _group("text", "prompt_line", "printable", "valid_text", "control_characters")

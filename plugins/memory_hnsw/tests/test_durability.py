@@ -9,7 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from persmem_core.sdk import UserError
+from persmem_core.sdk import Sealer, UserError
+from persmem_core.sdk.testing import key_id
 from persmem_memory_hnsw.collection import Collection, NewMemory
 from persmem_memory_hnsw.config import MemoryConfig
 from persmem_memory_hnsw.embedding.embedder import OnnxEmbedder, default_model_files
@@ -21,8 +22,8 @@ def embedder():
     return OnnxEmbedder(default_model_files()).load()
 
 
-def open_collection(folder, embedder, **cfg):
-    return Collection("memories", folder, embedder, MemoryConfig(**cfg)).open()
+def open_collection(folder, embedder, sealer=None, **cfg):
+    return Collection("memories", folder, embedder, MemoryConfig(**cfg), sealer).open()
 
 
 def test_kill_9_sweep_loses_nothing_acknowledged(tmp_path, embedder, killed_after):
@@ -101,10 +102,15 @@ def test_flipped_byte_in_the_log_loses_only_entries_after_it(tmp_path, embedder)
     assert set(col.memories) == {f"m{i}" for i in range(10)}
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
 @pytest.mark.parametrize("damage", ["flip", "truncate", "delete", "meta", "cut-by-full-disk"])
-def test_damaged_index_is_detected_and_rebuilt_not_loaded(tmp_path, embedder, damage):
+def test_damaged_index_is_detected_and_rebuilt_not_loaded(tmp_path, embedder, damage, sealed):
+    """Plain or sealed (a sealed index is checked against its sidecar in the pass that opens it): a damaged
+    index file is rebuilt from the log, never loaded, never an error."""
+    key = os.urandom(32)
+    sealer = Sealer({key_id(key): key}, key_id(key), True) if sealed else None
     folder = tmp_path / "c"
-    col = open_collection(folder, embedder)
+    col = open_collection(folder, embedder, sealer)
     store_some(col)
     col.close()
     index = folder / "vectors.hnsw"
@@ -123,7 +129,7 @@ def test_damaged_index_is_detected_and_rebuilt_not_loaded(tmp_path, embedder, da
         meta.write_text(json.dumps(recorded | {"sha256": hashlib.sha256(index.read_bytes()).hexdigest()}))
     else:
         (folder / "vectors.hnsw.meta.json").write_text("{not json")
-    col = open_collection(folder, embedder)
+    col = open_collection(folder, embedder, sealer)
     hits = col.search("green server", top_k=3, filters=Filters(), mode="dense")
     assert hits and "green" in hits[0].memory.content
     assert col.vectors.live == 30

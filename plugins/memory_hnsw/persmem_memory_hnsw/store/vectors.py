@@ -30,6 +30,8 @@ import numpy as np
 
 from persmem_core.sdk import (
     HEADER_BYTES,
+    HashingReader,
+    KeyNotOnHand,
     Sealer,
     SealingError,
     atomic_write_bytes,
@@ -179,9 +181,9 @@ class VectorIndex:
                                            log_offset=log_offset, count=self.live))
 
     def load(self, path: Path, *, model_id: str, log_size: int, sealer: Sealer | None = None) -> IndexMeta | None:
-        """Load the saved index if its sidecar vouches for it; None means rebuild. SealingError (naming the file)
-        when it is sealed under a key that is not on hand: never rebuilt over (that would write under the wrong
-        key)."""
+        """Load the saved index if its sidecar vouches for it; None means rebuild (also when it is sealed and does
+        not authenticate: it is derived from the log). SealingError (naming the file) when it is sealed under a
+        key that is not on hand: never rebuilt over (that would write under the wrong key)."""
         import hnswlib
 
         try:
@@ -191,31 +193,38 @@ class VectorIndex:
         if meta.model_id != model_id or meta.dim != self.dim or meta.log_offset > log_size:
             log.warning("%s: index is for another model or a longer log; rebuilding", path)
             return None
-        try:
-            if sha256_file(path) != meta.sha256:
-                log.warning("%s: checksum mismatch; rebuilding the index from the log", path)
-                return None
-        except OSError:
-            return None
         index = hnswlib.Index(space="ip", dim=self.dim)
         try:
             with open(path, "rb") as stored:
-                if is_sealed(stored.read(HEADER_BYTES)):
-                    stored.seek(0)
-                    with scratch_file(path.name) as (scratch_path, scratch):
-                        try:
-                            (sealer or Sealer.plain()).open_stream(stored, scratch, PURPOSE)
-                        except SealingError as exc:
-                            raise SealingError(f"{path}: {exc}") from None
-                        scratch.flush()
-                        index.load_index(scratch_path, allow_replace_deleted=True)
-                else:
+                if not is_sealed(stored.read(HEADER_BYTES)):
+                    if sha256_file(path) != meta.sha256:
+                        return _mismatch(path)
                     index.load_index(str(path), allow_replace_deleted=True)
+                    return self._loaded(index, meta)
+                stored.seek(0)
+                hashed = HashingReader(stored)  # checked against the sidecar in the pass that opens it
+                with scratch_file(path.name) as (scratch_path, scratch):
+                    try:
+                        (sealer or Sealer.plain()).open_stream(hashed, scratch, PURPOSE)
+                    except KeyNotOnHand as exc:
+                        if hashed.hexdigest_to_end() != meta.sha256:  # not the file the sidecar vouches for
+                            return _mismatch(path)
+                        raise SealingError(f"{path}: {exc}") from None
+                    except SealingError as exc:  # damaged under a key on hand: derived data, made again
+                        log.warning("%s: %s; rebuilding the index from the log", path, exc)
+                        return None
+                    if hashed.hexdigest_to_end() != meta.sha256:
+                        return _mismatch(path)
+                    scratch.flush()
+                    index.load_index(scratch_path, allow_replace_deleted=True)
         except OSError:
             return None
         except RuntimeError as exc:  # hnswlib writes no error when a save runs out of disk: a cut file lands here
             log.warning("%s: %s; rebuilding the index from the log", path, exc)
             return None
+        return self._loaded(index, meta)
+
+    def _loaded(self, index, meta: IndexMeta) -> IndexMeta:
         index.set_ef(self.ef_search)
         index.set_num_threads(1)
         self.index = index
@@ -273,6 +282,11 @@ def _vouched_meta(path: Path) -> IndexMeta | None:
         return meta if sha256_file(path) == meta.sha256 else None
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def _mismatch(path: Path) -> None:
+    log.warning("%s: checksum mismatch; rebuilding the index from the log", path)
+    return None
 
 
 def meta_path(path: Path) -> Path:
