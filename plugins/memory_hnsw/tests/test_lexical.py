@@ -24,7 +24,7 @@ def test_scores_do_not_depend_on_when_postings_were_merged():
     rng = random.Random(7)
     docs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12))) + f" n{i}" for i in range(400)]
     merged_often, never = BM25Index(), BM25Index()
-    merged_often.MERGE_AT = 50
+    merged_often.MERGE_AT, merged_often.MERGE_SHARE = 50, 10**9  # every 50 postings, whatever the block's size
     never.MERGE_AT = 10**9
     for row, text in enumerate(docs):
         context = docs[row - 1] if row % 3 == 0 and row else ""  # some documents carry their neighbour's words
@@ -39,6 +39,22 @@ def test_scores_do_not_depend_on_when_postings_were_merged():
         assert (a is None and b is None) or np.allclose(a, b), query
     merged_often.merge()
     assert np.allclose(dense(merged_often, "green server", len(docs)), dense(never, "green server", len(docs)))
+
+
+def test_the_delta_is_merged_when_it_reaches_a_quarter_of_the_block_so_merges_get_rarer_as_it_grows():
+    """A merge rewrites the whole block (~2 s at 1M memories): waiting for a delta a quarter of the block's size
+    keeps the merging cost per posting added the same at any size."""
+    index = BM25Index()
+    index.MERGE_AT = 100
+    merges = []
+    merge = index.merge
+    index.merge = lambda: (merges.append(len(index._rows)), merge())
+    for row in range(6000):
+        index.add(row, f"alpha beta n{row} m{row % 7}")
+    assert len(merges) <= 25  # 24,000 postings: every 100 would be 240 merges; a quarter more each time, ~25
+    assert all(after >= before * 1.2 for before, after in zip(merges[1:], merges[2:])), merges
+    assert index._delta_size < max(100, len(index._rows) // 4)
+    assert sorted(index.scores("n5999", 6000)[0].tolist()) == [5999]  # found in the delta, not merged yet
 
 
 def test_context_words_count_but_less_than_own_words():

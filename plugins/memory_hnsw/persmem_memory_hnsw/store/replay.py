@@ -109,8 +109,7 @@ def _apply_entries(entries, record_log: RecordLog, rows: Rows, vectors: VectorIn
                 rows.remove(entry.id)
     if pending_labels:
         vectors.remember(pending_labels, matrix(b"".join(pending_vectors), dim))
-    rows.lexical.merge()
-    return count
+    return count  # the BM25 delta left is searched as it is, and merged when due (not here: ~2 s at 1M memories)
 
 
 def check_model(folder: Path, name: str, embedder, has_memories: bool) -> None:
