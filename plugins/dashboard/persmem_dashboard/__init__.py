@@ -5,9 +5,11 @@ panels come from plugins through the `register_panels` hook, which the dashboard
                 the System panel, CLI, doctor
 - `hookspecs.py` `register_panels`: the hook other plugins answer with their panels
 - `config.py`   the [dashboard] section
-- `service.py`  what the app serves, gathered once when it is built: the panels, their problems, the settings,
+- `service.py`  what the app serves, gathered once when it is mounted: the panels, their problems, the settings,
                 the CSRF secret and the sessions folder
 - `app.py`      the Litestar app: login, CSRF, security headers, panel pages, event streams
+- `lazy_app.py` the app as `persmem serve` mounts it: built on its first request (its libraries take ~1 s to
+                import, which a restarted server's first search would wait for)
 - `commands.py` `persmem dashboard`: the app alone, without MCP
 - `system.py`   the dashboard's own panel: plugins, problems, doctor, agents
 - `panels.py`   the panel contract (what `register_panels` receives) and collecting panels from plugins

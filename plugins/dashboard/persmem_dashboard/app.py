@@ -61,10 +61,11 @@ def ago(value: Any) -> str:
     return "just now"
 
 
-def build_dashboard(host, base: str) -> Litestar:
-    """The app; `base` is the URL path it is served under (for links and cookie paths). Two plugins registering
-    one panel id stop it here (PluginConflictError), before anything is served."""
-    dashboard = open_service(host)
+def build_dashboard(host, base: str, dashboard: Dashboard | None = None) -> Litestar:
+    """The app; `base` is the URL path it is served under (for links and cookie paths); `dashboard`: its panels
+    and files (service.open_service) when already opened. Two plugins registering one panel id stop it in
+    open_service (PluginConflictError), before anything is served."""
+    dashboard = dashboard or open_service(host)
     site = Site(host, dashboard, base)
     session_config = login_session_config(dashboard, base)
     static_dir = Path(str(resources.files("persmem_dashboard") / "static"))

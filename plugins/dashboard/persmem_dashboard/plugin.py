@@ -1,5 +1,5 @@
 """The dashboard plugin's hooks: declare `register_panels` (hookspecs.py) for the other plugins, mount the app in
-`persmem serve` (built here, with every plugin's panels; service.py says why nothing goes in `host.state`), the
+`persmem serve` (its panels collected here, its app built on the first request; service.py says why nothing goes in `host.state`), the
 [dashboard] section, the System panel, and `persmem dashboard` to serve it alone."""
 
 from __future__ import annotations
@@ -26,10 +26,20 @@ def register_routes(register, host):
     cfg = host.section("dashboard")
     if not cfg.enabled:
         return
-    from .app import build_dashboard
+    from .lazy_app import LazyApp
+    from .service import open_service
 
+    dashboard = open_service(host)  # the panels now: two plugins claiming one id stop the server before it serves
+
+    def build():
+        from .app import build_dashboard
+
+        return build_dashboard(host, cfg.prefix, dashboard)
+
+    # Built on its first request: Litestar and Jinja take ~1 s to import, which a restarted server's first search
+    # would otherwise wait for (the memory store loads meanwhile, and both need the GIL).
     # auth "none": the dashboard checks its own login; the title makes it where a browser opening / lands
-    register(cfg.prefix, build_dashboard(host, cfg.prefix), auth="none", title="dashboard")
+    register(cfg.prefix, LazyApp(build), auth="none", title="dashboard")
 
 
 @hookimpl
