@@ -176,15 +176,12 @@ class Sealer:
             dst.write(header)
             _copy(src, dst)
             return
-        if len(header) < HEADER_BYTES or header[len(SEALED_MAGIC) : len(SEALED_MAGIC) + 1] != STREAM:
-            raise SealingError("a sealed file is cut short or not a sealed stream; restore it from a backup.")
-        cipher = self._cipher_for(_key_id_bytes(header))
+        cipher = self._stream_cipher(header)
         head_size = _SEGMENT_HEAD.size + NONCE_BYTES
         number, head = 0, src.read(head_size)
         while True:
             if len(head) < head_size:
-                raise SealingError("a sealed file ends before its last segment (it was cut short); the data it "
-                                   "holds is incomplete.")
+                raise _cut_short()
             length = _segment_length(head)
             body = src.read(length + TAG_BYTES)
             following = src.read(head_size)
@@ -199,24 +196,28 @@ class Sealer:
                 return
             number, head = number + 1, following
 
+    def _stream_cipher(self, header: bytes) -> AESGCM:
+        """The cipher a sealed stream's header names; SealingError when it is no stream header, or its key is not
+        on hand."""
+        if len(header) < HEADER_BYTES or header[len(SEALED_MAGIC) : len(SEALED_MAGIC) + 1] != STREAM:
+            raise SealingError("a sealed file is cut short or not a sealed stream; restore it from a backup.")
+        return self._cipher_for(_key_id_bytes(header))
+
     def open_buffer(self, data: bytes | bytearray | memoryview, purpose: bytes) -> memoryview:
         """What open_stream writes, for a stream already in memory: each segment is decrypted straight into one
-        buffer, with no copy between (a 1 GB checkpoint costs 1 GB more, not several). Plaintext comes back as a
-        view of `data` itself. Same checks and errors as open_stream."""
+        buffer, with no copy between (a 1 GB checkpoint costs 1 GB more, not several). Data that is not sealed
+        comes back as a view of itself. Same checks and errors as open_stream."""
         view = memoryview(data).cast("B")
         if not is_sealed(view):
             return view
         header = bytes(view[:HEADER_BYTES])
-        if len(header) < HEADER_BYTES or header[len(SEALED_MAGIC) : len(SEALED_MAGIC) + 1] != STREAM:
-            raise SealingError("a sealed file is cut short or not a sealed stream; restore it from a backup.")
-        cipher = self._cipher_for(_key_id_bytes(header))
+        cipher = self._stream_cipher(header)
         head_size = _SEGMENT_HEAD.size + NONCE_BYTES
         plain = memoryview(bytearray(len(view)))  # more than enough: every segment's plaintext is shorter
         at, done, number = HEADER_BYTES, 0, 0
         while True:
             if len(view) - at < head_size:
-                raise SealingError("a sealed file ends before its last segment (it was cut short); the data it "
-                                   "holds is incomplete.")
+                raise _cut_short()
             length = _segment_length(view[at : at + _SEGMENT_HEAD.size])
             body, end = at + head_size, at + head_size + length + TAG_BYTES
             last = end >= len(view)
@@ -238,6 +239,11 @@ def _segment_length(head: bytes | memoryview) -> int:
     if length > SEGMENT:
         raise SealingError("a sealed file has a segment longer than any persmem writes (it was changed).")
     return length
+
+
+def _cut_short() -> SealingError:
+    return SealingError("a sealed file ends before its last segment (it was cut short); the data it holds is "
+                        "incomplete.")
 
 
 def _changed(number: int, header: bytes) -> NotAuthentic:

@@ -1,6 +1,6 @@
 """The dashboard plugin's hooks: declare `register_panels` (hookspecs.py) for the other plugins, mount the app in
-`persmem serve` (its panels collected here, its app built on the first request; service.py says why nothing goes in `host.state`), the
-[dashboard] section, the System panel, and `persmem dashboard` to serve it alone."""
+`persmem serve` (its panels collected here, its app built on the first request; service.py says why nothing goes
+in `host.state`), the [dashboard] section, the System panel, and `persmem dashboard` to serve it alone."""
 
 from __future__ import annotations
 
