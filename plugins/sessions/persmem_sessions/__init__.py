@@ -14,14 +14,15 @@ Modules, one job each:
 - `briefing.py`   what a session is told: its briefing and the memories recalled for a prompt, framed and made inert
 - `hook.py`       the client hooks run: ONE stdlib-only file (served at GET /hooks/client.py, installs itself),
                   fail open, the user's own socket (checked before a byte) or --url with a token file
-- `web.py`        /sessions: what the client hooks call on the server (capture, briefing, recall)
+- `web.py`        /sessions: what the client hooks call on the server (capture, briefing, recall), and indexing progress
 - `tools.py`      the MCP tools: list, read and search the caller's own archived sessions
-- `panels.py`     the dashboard's Sessions panel
-- `panel/`        its template
+- `panels.py`     the dashboard's Sessions panel (with the indexing progress, live)
+- `panel/`        its template and script
 - `commands.py`   `persmem hooks ...` and `persmem sessions ...`
 - `installer.py`  putting the hooks into Claude Code's and Codex's settings, checking them, taking them out
 - `codex_trust.py` trusting persmem's Codex hooks through `codex app-server` (hooks/list, config/value/write), and which are untrusted
 - `importer.py`   `persmem sessions import`: the transcripts the clients already wrote on this machine
+- `indexing_progress.py` the import's second progress bar: the new turns indexed for search, followed to the end
 - `import_owner.py` whose sessions an import files them under (the agent the installed hooks speak for), and which are archived already
 - `transcripts.py` turns out of the clients' transcript lines
 - `projects.py`   the project a session belongs to, from its working folder

@@ -28,7 +28,6 @@ from . import hook
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}\Z")  # what the server accepts (web.py)
 UUID_TAIL = re.compile(r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
 CWD_TAG = re.compile(r"<cwd>([^<\n]{1,4096})</cwd>")  # Codex's environment_context, in its older rollouts
-INDEX_STALL_SECONDS = 60.0  # an import that owns the home stops waiting for indexing that does not move
 CAPTURE_TIMEOUT = 120.0  # one batch is archived (fsync'd) before the answer; a slow disk must not fail an import
 
 
@@ -264,6 +263,18 @@ class CaptureClient:
         report.sessions += 1
         report.new_sessions += new
 
+    def indexing(self) -> tuple[int, int, bool]:
+        """(turns archived, turns of them indexed, whether anything indexes) over the import's agents' sessions."""
+        turns = indexed = 0
+        indexes = True
+        for agent in set(self.agents.values()):
+            answer = self._json(self.http.get("/sessions/indexing", headers={"X-Persmem-Agent": agent} if agent
+                                              else {}))
+            turns += int(answer["turns"])
+            indexed += int(answer["indexed_turns"])
+            indexes = indexes and bool(answer["indexes"])
+        return turns, indexed, indexes
+
     @staticmethod
     def _json(response, ok=(200,)) -> dict:
         try:
@@ -340,22 +351,23 @@ def run_import(host, claude: list[Path], codex: list[Path], agent: str | None) -
         agents = {client: agent for client in clients}
     owners = archived_owners(host.home / DATA_FOLDER, host.sealer)
     if owner_card(host) is not None:
-        return _import_through(socket_path(host.home), files, agents, owners)
+        return _import_through(socket_path(host.home), files, agents, owners, holding=False)
     with holding_home(host, OwnerCard(role="sessions import")) as open_socket:
         host.startup()
         try:
             open_socket()
-            report = _import_through(socket_path(host.home), files, agents, owners)
-            if report.lines:
-                _wait_for_indexing(host)
-            return report
+            return _import_through(socket_path(host.home), files, agents, owners, holding=True)
         finally:
             host.shutdown()
 
 
 def _import_through(socket: Path, files: list[tuple[str, Path]], agents: dict[str, str],
-                    owners: dict[tuple[str, str], str]) -> ImportReport:
+                    owners: dict[tuple[str, str], str], holding: bool) -> ImportReport:
+    """Send the files, then follow the indexing of the new turns to the end (indexing_progress.py): a search
+    right after the import finds them. `holding`: this process is the server for the import's length."""
     import click
+
+    from .indexing_progress import follow_indexing
 
     # a command's output, not a server's log: a line per request (httpx) or per start would drown the summary
     # (set here: starting the MCP server configures logging again)
@@ -365,7 +377,10 @@ def _import_through(socket: Path, files: list[tuple[str, Path]], agents: dict[st
     try:
         with click.progressbar(length=len(files), label=f"Importing {len(files)} transcript(s)", file=_stderr(),
                                show_pos=True) as bar:
-            return import_all(capture, files, bar.update, owners)
+            report = import_all(capture, files, bar.update, owners)
+        if report.lines:
+            follow_indexing(capture.indexing, holding)
+        return report
     finally:
         capture.close()
 
@@ -374,30 +389,3 @@ def _stderr():
     import click
 
     return click.get_text_stream("stderr")
-
-
-def _wait_for_indexing(host) -> None:
-    """This process is the server: let its indexing worker finish before the stores close, so a search right
-    after the import finds the sessions (what is left when it stalls, or on Ctrl-C, is indexed by the next
-    server from the archive's marks)."""
-    import time
-
-    import click
-
-    from .service import service
-
-    sessions = service(host)
-    total = last = sessions.pending()
-    stalled_since = time.monotonic()
-    with click.progressbar(length=total, label="Indexing the new turns for search", file=_stderr()) as bar:
-        while last:
-            time.sleep(0.2)
-            now = sessions.pending()
-            if now < last:
-                bar.update(last - now)
-                stalled_since = time.monotonic()
-            elif time.monotonic() - stalled_since > INDEX_STALL_SECONDS:
-                click.echo(f"\nIndexing made no progress for {INDEX_STALL_SECONDS:.0f} s ({now} session(s) left; the "
-                           "server log says why): the next `persmem serve` goes on from where it stopped.", err=True)
-                return
-            last = now

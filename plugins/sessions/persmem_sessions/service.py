@@ -186,6 +186,17 @@ class SessionsService:
         with self._lock:
             return len(self._pending)
 
+    def indexing(self, agent: str) -> dict:
+        """How far the indexing of `agent`'s own sessions has got (what a progress bar shows): turns archived,
+        turns of them searchable, sessions still waiting, and whether any plugin indexes at all (without one,
+        turns are archived and wait for it)."""
+        metas = [meta for (owner, _, _), (_, meta) in list(self._metas.items()) if owner == agent]
+        with self._lock:
+            waiting = sum(1 for owner, _, _ in self._pending if owner == agent)
+        return {"turns": sum(meta.turns for meta in metas), "indexed_turns": sum(meta.indexed_turns for meta in metas),
+                "sessions": len(metas), "sessions_waiting": waiting,
+                "indexes": bool(self.host.hook.index_session_turns.get_hookimpls())}
+
     def _next_to_index(self):
         """The first pending session not waiting out a failure, else how long until one is due (called with the
         lock held)."""

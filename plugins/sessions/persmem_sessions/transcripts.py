@@ -29,6 +29,8 @@ Codex CLI (rollout format of codex-rs/protocol, 0.46 to 0.6x; `~/.codex/sessions
 - "custom_tool_call" {"name", "input"}, "custom_tool_call_output" {"output"}, "local_shell_call"
   {"action": {"command": [...]}}, "web_search_call" {"action": {"query"}};
 - "reasoning": skipped.
+Rollouts from before 0.4x hold the same items bare, one a line, after a header line {"id", "timestamp", ...}
+(no "payload", no time): their turns are read alike, with no time.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from persmem_core.sdk import valid_text
 CLIENTS = ("claude", "codex")
 CODEX_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<permissions",
                   "<user_shell_command>")
+CODEX_BARE_ITEMS = ("message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+                    "local_shell_call", "web_search_call")  # what a rollout before 0.4x holds bare on a line
 
 
 def cut(text: str, limit: int) -> str:
@@ -121,7 +125,11 @@ def _codex_output(output: Any) -> str:
 
 def _codex_turns(line: dict, tool_chars: int) -> list[dict]:
     payload = line.get("payload")
-    if line.get("type") != "response_item" or not isinstance(payload, dict):
+    if line.get("type") == "response_item" and isinstance(payload, dict):
+        pass
+    elif "payload" not in line and line.get("type") in CODEX_BARE_ITEMS:  # a rollout from before 0.4x
+        payload = line
+    else:
         return []
     time = line.get("timestamp") if isinstance(line.get("timestamp"), str) else ""
     kind = payload.get("type")

@@ -7,6 +7,8 @@ with the agent's bearer token. Everything is about the caller's own sessions.
 - POST /sessions/capture {"client", "session_id", "cwd", "repo", "first_line", "lines": [str], "event"}
        -> {"archived", "total_lines", "redactions", "project"}; 409 {"error", "lines"} when first_line is not
        the archived count (resend from "lines")
+- GET  /sessions/indexing -> {"turns", "indexed_turns", "sessions", "sessions_waiting", "indexes"}: how far the
+       indexing of the caller's sessions has got (`persmem sessions import` follows it with a progress bar)
 - POST /sessions/briefing {"client", "session_id", "cwd", "repo", "source"} -> {"context", "tokens", "project",
        "memory_ids"}
 - POST /sessions/recall {"client", "session_id", "cwd", "repo", "prompt"} -> {"context", "memory_ids"}
@@ -125,6 +127,9 @@ def build_app(get_service) -> Starlette:
         return await run(request, lambda s, agent: s.capture(agent, body.client, body.session_id, body.cwd,
                                                              body.first_line, body.lines, body.repo))
 
+    async def indexing(request: Request) -> JSONResponse:
+        return await run(request, lambda s, agent: s.indexing(agent))
+
     async def briefing(request: Request) -> JSONResponse:
         body = await decode(request, BriefingRequest, "briefing")
         if isinstance(body, JSONResponse):
@@ -142,6 +147,7 @@ def build_app(get_service) -> Starlette:
     return Starlette(routes=[
         Route("/capture/{client}/{session_id:path}", line_count, methods=["GET"]),
         Route("/capture", capture, methods=["POST"]),
+        Route("/indexing", indexing, methods=["GET"]),
         Route("/briefing", briefing, methods=["POST"]),
         Route("/recall", recall, methods=["POST"]),
     ])

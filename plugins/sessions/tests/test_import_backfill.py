@@ -175,6 +175,11 @@ def test_backfill_of_1000_sessions_then_again_stores_nothing_new(server, tmp_pat
         assert sum(str(path) in line for line in first.stderr.splitlines()) == 1, first.stderr
     metas = archived(server.home, "kite")
     assert {sid: meta["lines"] for sid, meta in metas.items()} == lines
+    assert "Indexing the new turns for search" in first.stderr
+    # the command followed the indexing to the end (its second progress bar): searchable when it returns; every
+    # session has turns (rollouts from before Codex 0.4x too: their items are bare lines)
+    not_searchable = [meta["session_id"] for meta in metas.values() if not meta["indexed_turns"] == meta["turns"] > 0]
+    assert not not_searchable, f"{len(not_searchable)} sessions not indexed or with no turns"
     assert {meta["project"] for meta in metas.values()} == {"billing", "infra", "heron", "atlas"}
     assert SECRET not in archive_text(server.home, "kite")
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
 from playwright.sync_api import expect
 
@@ -30,7 +31,7 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("panel")
     home = root / "home"
     env = clean_env(home, PERSMEM_DISABLE_PLUGINS="shell,git,searxng", **plugin_env())
-    running = start_server(home, ("kite", "wren"), env)
+    running = start_server(home, ("kite", "wren", "ibis"), env)
     projects = root / "me" / ".claude" / "projects"
     heron = claude_transcript(projects, "/home/me/src/heron", "Where do the heron thumbnails go?",
                               "Thumbnails go to the cold-storage bucket **heron-thumbs** with a 30 day lifecycle.")
@@ -124,7 +125,9 @@ def test_markup_in_a_transcript_is_shown_as_text(page, server):
     base = login(page, server, "kite")
     page.goto(f"{base}/sessions?session={server.heron}")
     expect(page.locator("#turns")).to_contain_text("<script>alert('transcript xss')</script>")
-    assert page.locator("main script").count() == 0 and page.locator("main img").count() == 0
+    # the panel's own script (served from the dashboard, the CSP allows no other) is the only one
+    assert page.locator('main script:not([src$="/sessions/panel.js"])').count() == 0
+    assert page.locator("main img").count() == 0
     assert page.dialogs == []
 
 
@@ -168,3 +171,40 @@ def test_phone_width(browser, server):
         shot(page, "sessions-phone")
     finally:
         context.close()
+
+
+def test_the_indexing_progress_bar_is_full_when_every_turn_is_searchable(page, server):
+    base = login(page, server, "kite")
+    page.goto(base + "/sessions")
+    turns = sum(meta["turns"] for meta in session_metas(server.home, "kite"))  # both imported sessions'
+    expect(page.locator("#indexing-text")).to_have_text(f"All {turns} turns are indexed for search.")
+    bar = page.locator("#indexing-bar")
+    assert bar.get_attribute("value") == bar.get_attribute("max") == str(turns)
+
+
+def test_the_indexing_progress_bar_moves_live_while_a_big_session_is_indexed(page, server):
+    """ibis's own big session, captured while its Sessions page is open: the bar fills without a reload (the
+    panel's event stream), and ends full; kite's turns are never counted in ibis's bar."""
+    base = login(page, server, "ibis")
+    turns = 1200
+    lines = [json.dumps({"type": "user" if i % 2 == 0 else "assistant", "sessionId": "ibis-big",
+                         "cwd": "/home/me/src/ibis", "timestamp": f"2025-10-12T09:{i % 60:02d}:00.000Z", "uuid": f"u{i}",
+                         "message": {"role": "user" if i % 2 == 0 else "assistant",
+                                     "content": f"turn {i}: the ibis ledger reconciles batch {i} against the bank feed"
+                                     if i % 2 == 0 else [{"type": "text", "text": f"Batch {i} reconciled."}]}})
+             for i in range(turns)]
+    captured = httpx2.post(f"{server.base_url}/sessions/capture", timeout=60,
+                           headers={"Authorization": f"Bearer {server.tokens['ibis']}"},
+                           json={"client": "claude", "session_id": "ibis-big", "cwd": "/home/me/src/ibis",
+                                 "first_line": 0, "lines": lines, "event": "Stop"})
+    assert captured.status_code == 200, captured.text
+    page.goto(base + "/sessions")
+    text, bar = page.locator("#indexing-text"), page.locator("#indexing-bar")
+    assert bar.get_attribute("max") == str(turns)
+    first = int(bar.get_attribute("value"))
+    if first < turns:  # the page came while the turns were being indexed: it follows them live
+        expect(text).to_contain_text(f"of {turns:,} turns")
+        shot(page, "sessions-indexing")
+    expect(text).to_have_text(f"All {turns:,} turns are indexed for search.", timeout=180_000)
+    assert bar.get_attribute("value") == str(turns)
+    assert first < turns, "the session was indexed before the page loaded: make it bigger to see the bar move"
