@@ -113,6 +113,7 @@ ROWS = [
     ("speed: search p50, no filter (ms)", "search_p50", "{:.1f}", "low"),
     ("speed: search p95, no filter (ms)", "search_p95", "{:.1f}", "low"),
     ("speed: single durable store p50 (ms)", "store_one_p50", "{:.1f}", "low"),
+    ("speed: restart -> first search answered (s)", "restart_s", "{:.2f}", "low"),
     ("speed: RSS after load (MB)", "rss_mb", "{:.0f}", "low"),
     ("speed: peak RSS (MB)", "peak_rss_mb", "{:.0f}", "low"),
     ("speed: on disk (MB)", "disk_mb", "{:.1f}", "low"),
@@ -184,15 +185,26 @@ def run_worker(system: str, job: dict, info: dict) -> dict:
         env["HOME"] = info[system]["home"]
     folder = Path(tempfile.mkdtemp(prefix=f"bench-peers-{system}-"))
     try:
-        (folder / "job.json").write_text(json.dumps(job | {"folder": str(folder / "store")}))
+        def worker(job: dict) -> dict:
+            (folder / "job.json").write_text(json.dumps(job | {"folder": str(folder / "store")}))
+            (folder / "out.json").unlink(missing_ok=True)
+            proc = subprocess.run([python, str(HERE / "peers" / WORKERS[system]), str(folder / "job.json"),
+                                   str(folder / "out.json")], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+            if proc.returncode != 0 or not (folder / "out.json").exists():
+                raise RuntimeError(f"{system} {job['workload']} worker failed:\n{proc.stderr[-3000:]}")
+            return json.loads((folder / "out.json").read_text())
+
         start = time.perf_counter()
-        proc = subprocess.run([python, str(HERE / "peers" / WORKERS[system]), str(folder / "job.json"),
-                               str(folder / "out.json")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True)
-        if proc.returncode != 0 or not (folder / "out.json").exists():
-            raise RuntimeError(f"{system} {job['workload']} worker failed:\n{proc.stderr[-3000:]}")
-        result = json.loads((folder / "out.json").read_text())
+        result = worker(job)
         result["wall_s"] = time.perf_counter() - start
+        if job["workload"] == "speed" and job.get("restarts"):  # a fresh process opens what it left: a restart
+            restarts = []
+            for _ in range(job["restarts"]):
+                started = time.time()
+                restarts.append(worker({"workload": "reopen", "query": job["queries"][0], "k": job["k"]})
+                                ["answered_at"] - started)
+            result["restart_s"] = restarts
         return result
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -227,6 +239,8 @@ def summarize_speed(result: dict, n: int) -> dict:
          "store_one_p50": statistics.median(result["store_one_ms"])}
     s["search_filtered_p50"], s["search_filtered_p95"] = latency(result["search_filtered_ms"])
     s["search_p50"], s["search_p95"] = latency(result["search_ms"])
+    if result.get("restart_s"):
+        s["restart_s"] = statistics.median(result["restart_s"])
     return s
 
 
@@ -314,6 +328,20 @@ def run_persmem_mcp(workload: str, job: dict) -> dict:
     try:
         result = anyio.run(locomo if workload == "locomo" else speed)
         result["peak_rss_mb"] = status_mb(server.process.pid, "VmHWM")
+        if workload == "speed" and job.get("restarts"):  # a new server process on the same home, to its first reply
+            from bench_memory import first_search
+
+            from persmem_core.net.addresses import free_port
+            from persmem_core.transport.server_process import RunningServer
+
+            result["restart_s"] = []
+            for _ in range(job["restarts"]):
+                server.stop()
+                server = RunningServer(home, server.env, free_port(), server.tokens)
+                started = time.perf_counter()
+                server.start(timeout=300)
+                anyio.run(first_search, server)
+                result["restart_s"].append(time.perf_counter() - started)
     finally:
         server.stop()
     folders = [p for p in home.rglob("memories") if p.is_dir()]
@@ -375,7 +403,7 @@ def main(quick: bool = False, systems: list[str] | None = None, sizes: list[int]
                 is_peer = column not in ("persmem", "persmem-mcp")
                 n_here = min(n, peer_cap) if peer_cap and is_peer else n
                 job = {"workload": "speed", "texts": texts[:n_here], "queries": queries, "n_store": n_store,
-                       "batch": 500, "k": 5, "n_projects": N_PROJECTS}
+                       "batch": 500, "k": 5, "n_projects": N_PROJECTS, "restarts": 1 if quick else 3}
                 try:
                     result = measure(column, "speed", job)
                 except Exception as exc:

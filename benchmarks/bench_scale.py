@@ -17,6 +17,13 @@ measured as a client sees them: a real `persmem serve` and a real MCP Streamable
    - RSS of the server after them, and the store's size on disk;
    - then a default bulk store of `--ingest` more turns into that big store (acknowledged /s; embedded /s with
      the real embedder).
+3. A backfill (`--import-sessions`, default 1,000 sessions of 100 LoCoMo turns, real embedder): Claude Code
+   transcripts written to a ~/.claude/projects folder, then the real `persmem sessions import` against a running
+   server: when every transcript is archived, and when the command returns, which it does once every new turn
+   is indexed for search (its second progress bar); then a `session_search` must find a turn of the last session.
+4. The peers at `--peers` memories (default 10,000; 0: none), in the same run: bench_peers.py's speed workload
+   (each peer from PyPI in its own venv, the same corpus; restart = a fresh process to its first search) beside
+   persmem in-process and over MCP, with the ratios to the best peer.
 """
 
 from __future__ import annotations
@@ -201,6 +208,64 @@ def fresh_ingest(turns, n: int) -> dict:
         shutil.rmtree(server.home, ignore_errors=True)
 
 
+def backfill(turns: list[str], n_sessions: int) -> dict:
+    """`persmem sessions import` of `n_sessions` Claude Code transcripts of ~100 turns into a running server:
+    seconds until all are archived (GET /sessions/indexing polled beside it) and until the command returned
+    (every turn indexed), turns/s for both."""
+    import subprocess
+    import threading
+
+    import httpx2
+    from bench_sessions import server_env, sessions_of
+
+    from persmem_core.testing import start_server
+
+    root = Path(tempfile.mkdtemp(prefix="persmem-scale-import-"))
+    server = start_server(root / "home", ("bench",), server_env(root / "home"))
+    try:
+        made = sessions_of(n_sessions * 101, 80, turns)[:n_sessions]  # 80 texts + 10 tool calls and results
+        total = sum(t for *_, t in made)
+        projects = root / "me" / ".claude" / "projects"
+        for session_id, cwd, lines, _ in made:
+            folder = projects / cwd.replace("/", "-")
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n")
+        archived: list[float] = []
+        done = threading.Event()
+
+        def watch(start: float) -> None:
+            with httpx2.Client(base_url=server.base_url, timeout=60,
+                               headers={"Authorization": f"Bearer {server.tokens['bench']}"}) as http:
+                while not done.is_set():
+                    if http.get("/sessions/indexing").json()["turns"] >= total:
+                        archived.append(time.perf_counter() - start)
+                        return
+                    time.sleep(0.1)
+
+        start = time.perf_counter()
+        watcher = threading.Thread(target=watch, args=(start,), daemon=True)
+        watcher.start()
+        result = subprocess.run([str(Path(sys.executable).parent / "persmem"), "sessions", "import", "--agent",
+                                 "bench", "--claude", str(projects)], env=server.env, capture_output=True, text=True)
+        searchable = time.perf_counter() - start
+        done.set()
+        watcher.join()
+        assert result.returncode == 0, result.stderr[-2000:]
+        while server.call_tool("memory_stats", {"collection": "sessions"}, agent="bench").get("not_embedded_yet"):
+            time.sleep(0.2)
+        embedded = time.perf_counter() - start
+        session_id, _, lines, _ = made[-1]
+        said = next(m["content"] for m in (json.loads(line)["message"] for line in reversed(lines))
+                    if isinstance(m["content"], str))  # the session's last prompt
+        hits = server.call_tool("session_search", {"query": said, "top_k": 5}, agent="bench")
+        found = session_id in json.dumps(hits)
+        return {"sessions": len(made), "turns": total, "archived_s": archived[0] if archived else float("nan"),
+                "searchable_s": searchable, "embedded_s": embedded, "last_turn_found": found}
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main(quick: bool = False, argv: list[str] | None = None) -> None:
     """`quick` (benchmarks/run.py --quick): 10k only, one restart, small ingests: checks the benchmark runs."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -210,11 +275,15 @@ def main(quick: bool = False, argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3, help="restarts per size (median)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "persmem-scale",
                         help="where the built stores are kept between runs")
+    parser.add_argument("--import-sessions", type=int, default=1000,
+                        help="sessions of ~100 turns in the `persmem sessions import` backfill (0: skip it)")
+    parser.add_argument("--peers", type=int, default=10_000, help="memories for the peers' speed run (0: skip it)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--build-only", action="store_true", help="build the stores of --sizes, measure nothing")
     args = parser.parse_args([] if argv is None else argv)
     if quick:
-        args.sizes, args.runs, args.ingest, args.fresh_ingest = "10000", 1, 1000, 2000
+        args.sizes, args.runs, args.ingest, args.fresh_ingest, args.import_sessions = "10000", 1, 1000, 2000, 10
+        args.peers = 0  # their venvs are ~2.7 GB: a quick check does not install them
     turns, queries = locomo()
     vectors = turn_vectors(turns)
     if args.build_only:
@@ -222,16 +291,23 @@ def main(quick: bool = False, argv: list[str] | None = None) -> None:
             built(args.work, size, turns, vectors)
         return
     results = {"fresh_ingest": fresh_ingest(turns, args.fresh_ingest) if args.fresh_ingest else None}
-    for size in (int(s) for s in args.sizes.split(",")):
+    if args.import_sessions:
+        results["backfill"] = backfill(turns, args.import_sessions)
+        print(f"(backfill: {json.dumps(results['backfill'])})", file=sys.stderr, flush=True)
+    for size in (int(s) for s in args.sizes.split(",") if s):
         results[size] = measure(size, args.work, turns, vectors, queries, args.ingest, args.runs)
         print(f"({size}: {json.dumps(results[size])})", file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print(table(results))
+    if args.peers:
+        import bench_peers
+
+        bench_peers.main(sizes=[args.peers], workloads=("speed",))
 
 
 def table(results: dict) -> str:
-    sizes = [k for k in results if k != "fresh_ingest"]
+    sizes = [k for k in results if k not in ("fresh_ingest", "backfill")]
     rows = [("| | " + " | ".join(f"{s:,}" for s in sizes) + " |"), "|---|" + "---|" * len(sizes)]
 
     def row(label, fn):
@@ -241,6 +317,18 @@ def table(results: dict) -> str:
     if fresh:
         rows.insert(0, f"Fresh server, default memory_bulk_store (real embedder): {fresh['ack_per_s']:,.0f} "
                        f"memories/s acknowledged, {fresh['embedded_per_s']:,.0f}/s fully embedded.\n")
+    backfill = results.get("backfill")
+    if backfill:
+        rows.insert(0, f"`persmem sessions import` of {backfill['sessions']:,} sessions ({backfill['turns']:,} turns, "
+                       f"real embedder), into a running server: all archived in {backfill['archived_s']:.1f} s "
+                       f"({backfill['turns'] / backfill['archived_s']:,.0f} turns/s); every turn searchable (by "
+                       f"keyword at once, by meaning as embedded) when the command returned, "
+                       f"{backfill['searchable_s']:.1f} s ({backfill['turns'] / backfill['searchable_s']:,.0f} "
+                       f"turns/s); all embedded {backfill['embedded_s']:.1f} s "
+                       f"({backfill['turns'] / backfill['embedded_s']:,.0f} turns/s); the last session's last "
+                       f"prompt found by session_search: {'yes' if backfill['last_turn_found'] else 'NO'}.\n")
+    if not sizes:
+        return "\n".join(line for line in rows if not line.startswith("|"))
     row("restart -> first search answered, s (cached vectors)", lambda r: f"{r['ready_s']:.2f}")
     row("search p50 / p95 ms, project filter", lambda r: "{:.1f} / {:.1f}".format(*r["searches"]["search_filtered"]))
     row("search p50 / p95 ms, no filter", lambda r: "{:.1f} / {:.1f}".format(*r["searches"]["search"]))

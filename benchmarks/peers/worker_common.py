@@ -1,6 +1,7 @@
 """The workloads every system runs, identically: a worker script defines a Store class and calls run(Store).
 
-Run as `<venv python> worker_<system>.py JOB.json OUT.json`. JOB is {"workload": "locomo" | "speed", ...};
+Run as `<venv python> worker_<system>.py JOB.json OUT.json`. JOB is {"workload": "locomo" | "speed" | "reopen",
+...} ("reopen": the store a "speed" run left, opened by a fresh process and searched once: a restart);
 OUT gets the raw measurements (latency lists, ranked ids), which the bench scores and summarises, so every system
 is scored by the same code. Only the standard library here: this file is imported by each peer's own venv.
 
@@ -106,9 +107,21 @@ def speed(store_cls, job: dict, root: Path) -> dict:
     return out
 
 
+def reopen(store_cls, job: dict, root: Path) -> dict:
+    """The store the speed workload left in `root`, opened by this fresh process, and one search: the wall-clock
+    time it was answered (the bench subtracts when it started this process: a restart, imports included)."""
+    store = store_cls()
+    store.open(root / "speed")
+    ids = store.search(job["query"], job["k"])
+    answered = time.time()
+    assert ids, "no result after the restart"
+    store.close()
+    return {"answered_at": answered}
+
+
 def run(store_cls) -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     root = Path(job["folder"])
     root.mkdir(parents=True, exist_ok=True)
-    result = {"locomo": locomo, "speed": speed}[job["workload"]](store_cls, job, root)
+    result = {"locomo": locomo, "speed": speed, "reopen": reopen}[job["workload"]](store_cls, job, root)
     Path(sys.argv[2]).write_text(json.dumps(result))

@@ -156,11 +156,13 @@ class AgentMemory:
 
     def stats(self, collection: str, project: str | None = None) -> tuple[dict, list[Head]]:
         """(counts, the heads counted): in a private collection of the agent's own entries only (and no log size:
-        that counts everyone's)."""
+        that counts everyone's; of those waiting for the embedder, its own)."""
         col = self._memories.collection(collection)
         if self.private(collection):
             heads = col.matching(Filters(author=self.agent, project=project))
-            return {"collection": collection, **summarize(heads), "private": True}, heads
+            waiting = col.rows.unembedded
+            return {"collection": collection, **summarize(heads), "private": True,
+                    "not_embedded_yet": sum(head.id in waiting for head in heads)}, heads
         heads = col.matching(Filters(project=project)) if project else self.visible_heads(collection)
         return col.stats(project), heads
 
