@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
 
 from venvs import PEERS, default_root, ensure_venv  # noqa: E402
-from worker_common import du_mb  # noqa: E402
+from persmem_over_mcp import run_persmem_mcp  # noqa: E402
 os.environ.setdefault("PERSMEM_DEFAULT_TOOL_SETS", "all")  # memory_stats is in the `curation` tool set
 
 SYSTEMS = ["persmem", "mcp-memory-service", "mempalace", "persmem-stack"]
@@ -242,112 +242,6 @@ def summarize_speed(result: dict, n: int) -> dict:
     if result.get("restart_s"):
         s["restart_s"] = statistics.median(result["restart_s"])
     return s
-
-
-# -- persmem over MCP (a real server, a real MCP HTTP client) -----------------------------------------------------
-
-def status_mb(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def run_persmem_mcp(workload: str, job: dict) -> dict:
-    import anyio
-
-    from persmem_core.testing import start_server, write_config
-
-    home = Path(tempfile.mkdtemp(prefix="bench-peers-persmem-mcp-"))
-    write_config(home, job.get("persmem_config"))
-    server = start_server(home, agents=("bench",))
-
-    async def call(client, name, args):
-        r = await client.call_tool(name, args)
-        assert not r.is_error, r.content[0].text
-        return r
-
-    async def settle(client, where):
-        """Wait until the background embedder has embedded everything stored (memory_stats counts what is still
-        waiting): the ingest time includes the embedding, and the searches measured next do not wait for it."""
-        while True:
-            stats = json.loads((await call(client, "memory_stats", where)).content[0].text)
-            if not stats.get("not_embedded_yet"):
-                return
-            await anyio.sleep(0.05)
-
-    async def locomo():
-        out = {"ingest_s": 0.0, "search_ms": [], "ranked": []}
-        async with server.client("bench") as client:
-            for ci, conv in enumerate(job["convs"]):
-                collection = f"conv{ci}"
-                t = time.perf_counter()
-                mems = conv["mems"]
-                for i in range(0, len(mems), job["batch"]):
-                    await call(client, "memory_bulk_store", {"chunks": json.dumps(mems[i:i + job["batch"]]),
-                                                             "collection": collection, "dedup": False})
-                await settle(client, {"collection": collection})
-                out["ingest_s"] += time.perf_counter() - t
-                ranked = []
-                for q in conv["queries"]:
-                    t = time.perf_counter()
-                    r = await call(client, "memory_search", {"query": q, "top_k": job["k"], "collection": collection})
-                    out["search_ms"].append((time.perf_counter() - t) * 1000)
-                    ranked.append([x["id"] for x in json.loads(r.content[0].text)["results"]])
-                out["ranked"].append(ranked)
-        return out
-
-    async def speed():
-        texts, queries, n_projects = job["texts"], job["queries"], job["n_projects"]
-        out = {}
-        async with server.client("bench") as client:
-            t = time.perf_counter()
-            for i in range(0, len(texts), job["batch"]):
-                chunk = [{"content": x["content"], "project": x["project"]} for x in texts[i:i + job["batch"]]]
-                await call(client, "memory_bulk_store", {"chunks": json.dumps(chunk), "dedup": False})
-            await settle(client, {})
-            out["ingest_s"] = time.perf_counter() - t
-            for label, filtered in (("search_filtered_ms", True), ("search_ms", False)):
-                times = []
-                for i, q in enumerate(queries):
-                    args = {"query": q, "top_k": job["k"]} | ({"project": f"p{i % n_projects}"} if filtered else {})
-                    t = time.perf_counter()
-                    await call(client, "memory_search", args)
-                    times.append((time.perf_counter() - t) * 1000)
-                out[label] = times
-            out["rss_mb"] = status_mb(server.process.pid, "VmRSS")
-            times = []
-            for i in range(job["n_store"]):
-                t = time.perf_counter()
-                await call(client, "memory_store", {"content": f"fresh durable note {i}: {queries[i % len(queries)]}",
-                                                    "project": f"p{i % n_projects}"})
-                times.append((time.perf_counter() - t) * 1000)
-            out["store_one_ms"] = times
-        return out
-
-    try:
-        result = anyio.run(locomo if workload == "locomo" else speed)
-        result["peak_rss_mb"] = status_mb(server.process.pid, "VmHWM")
-        if workload == "speed" and job.get("restarts"):  # a new server process on the same home, to its first reply
-            from bench_memory import first_search
-
-            from persmem_core.net.addresses import free_port
-            from persmem_core.transport.server_process import RunningServer
-
-            result["restart_s"] = []
-            for _ in range(job["restarts"]):
-                server.stop()
-                server = RunningServer(home, server.env, free_port(), server.tokens)
-                started = time.perf_counter()
-                server.start(timeout=300)
-                anyio.run(first_search, server)
-                result["restart_s"].append(time.perf_counter() - started)
-    finally:
-        server.stop()
-    folders = [p for p in home.rglob("memories") if p.is_dir()]
-    result["disk_mb"] = du_mb(folders[0]) if folders else float("nan")
-    shutil.rmtree(home, ignore_errors=True)
-    return result
 
 
 # -- main ----------------------------------------------------------------------------------------------------------
