@@ -18,7 +18,7 @@ whatever it names or reads from a file. A confined child:
   read-only or masked, and no /sys;
 - has limits (`Limits`): processes, open files, file size, address space per process (prlimit, inside the
   sandbox), memory and processes of the whole command (a cgroup, where the server may make one), and a floor
-  of free disk space under which the command is stopped (checked every 50 ms while it runs);
+  of free disk space under which the command is stopped (checked every 10 ms while it runs);
 - has no network unless `network` is set, and no terminal.
 
 `mode` is the operator's choice per plugin: "auto" confines when bwrap works here (a weaker sandbox, loudly

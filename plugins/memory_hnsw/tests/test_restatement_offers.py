@@ -22,7 +22,9 @@ DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 QUESTION = "what port does billing-api run on?"
 OLD = "The billing-api service runs on port 8080."
 NEW = "The billing API listens on 9090 now."  # in other words: the store offers the link, it does not make it
-SURE = "billing-api moved to port 9090."  # close and in the same words: the store links it itself
+# close and in the same words: the store links it itself. Cosine to OLD 0.83, well above supersede_min_similarity
+# (0.7): "billing-api moved to port 9090." was 0.70 on one CPU and 0.6965 on another (int8 kernels differ by CPU)
+SURE = "The billing-api service runs on port 9090 now."
 SIDE_NOTES = ["Invoices are emailed to customers on the first of the month.",
               "The billing team's standup is at 9:30 every weekday."]
 

@@ -193,8 +193,9 @@ def test_a_command_cannot_fill_the_disk_past_the_documented_floor(tmp_path_facto
         out = server.call_tool("shell_exec", {"command": "python3 fill.py", "timeout": 60}, agent="kite")
         free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
         assert out.get("limit_reached") and "below the 384 MB the sandbox keeps free" in out["note"], out
-        # stopped near the floor, far from full: the check runs every 50 ms, but on a busy box a late check let
-        # 86 MB more through once (298 MB free), so the margin is a quarter of the 512 MB disk, not one check
+        # stopped near the floor, far from full: the check runs every 10 ms (at 50 ms a fast box let 160 MB past
+        # the floor into this RAM disk), and a late check on a busy box lets more through, so the margin is a
+        # quarter of the 512 MB disk, not one check
         assert free > 256 * MB, free / MB
         (small_disk / "ballast").write_bytes(bytes(100 * MB))
         with pytest.raises(ToolCallError, match="nothing was run"):  # below the floor: nothing starts
