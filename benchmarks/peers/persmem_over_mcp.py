@@ -10,14 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from worker_common import du_mb
-
-
-def status_mb(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+from worker_common import du_mb, status_mb
 
 
 def run_persmem_mcp(workload: str, job: dict) -> dict:
@@ -82,7 +75,7 @@ def run_persmem_mcp(workload: str, job: dict) -> dict:
                     await call(client, "memory_search", args)
                     times.append((time.perf_counter() - t) * 1000)
                 out[label] = times
-            out["rss_mb"] = status_mb(server.process.pid, "VmRSS")
+            out["rss_mb"] = status_mb("VmRSS", server.process.pid)
             times = []
             for i in range(job["n_store"]):
                 t = time.perf_counter()
@@ -94,7 +87,7 @@ def run_persmem_mcp(workload: str, job: dict) -> dict:
 
     try:
         result = anyio.run(locomo if workload == "locomo" else speed)
-        result["peak_rss_mb"] = status_mb(server.process.pid, "VmHWM")
+        result["peak_rss_mb"] = status_mb("VmHWM", server.process.pid)
         if workload == "speed" and job.get("restarts"):  # a new server process on the same home, to its first reply
             from bench_memory import first_search
 

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 
-def status_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def status_mb(field: str, pid: int | str = "self") -> float:
+    """A /proc/PID/status figure in MB (VmRSS, VmHWM): of this process, or of `pid`."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")

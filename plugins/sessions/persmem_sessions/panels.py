@@ -3,11 +3,10 @@ and how far their indexing for search has got (a progress bar, kept live by an e
 after a `persmem sessions import` of a year of transcripts, that is minutes).
 
 Plain data, a template (panel/sessions.html) and a small script (panel/sessions.js, the progress bar only), no
-web framework. Every value reaches the page
-through Jinja's autoescape; assistant and user text is shown as the dashboard's sanitised Markdown rendering
-(`view.markdown`), tool calls and outputs as plain text, collapsed. Everything goes through the service with
-`view.agent`, and a search hit is shown only when the service says this agent captured that session, so no
-other agent's session can appear here whatever the search answers.
+web framework. Every value reaches the page through Jinja's autoescape; assistant and user text is shown as the
+dashboard's sanitised Markdown rendering (`view.markdown`), tool calls and outputs as plain text, collapsed.
+Everything goes through the service with `view.agent`, and a search hit is shown only when the service says this
+agent captured that session, so no other agent's session can appear here whatever the search answers.
 """
 
 from __future__ import annotations

@@ -125,11 +125,9 @@ def _codex_output(output: Any) -> str:
 
 def _codex_turns(line: dict, tool_chars: int) -> list[dict]:
     payload = line.get("payload")
-    if line.get("type") == "response_item" and isinstance(payload, dict):
-        pass
-    elif "payload" not in line and line.get("type") in CODEX_BARE_ITEMS:  # a rollout from before 0.4x
+    if "payload" not in line and line.get("type") in CODEX_BARE_ITEMS:  # a rollout from before 0.4x
         payload = line
-    else:
+    elif line.get("type") != "response_item" or not isinstance(payload, dict):
         return []
     time = line.get("timestamp") if isinstance(line.get("timestamp"), str) else ""
     kind = payload.get("type")
